@@ -1,0 +1,26 @@
+# `make demo`: set up a local virtual environment and tune a seed workload on this CPU.
+# `make test`: set up and run the tests. Both are idempotent.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[torch,test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tensortune tune conv1d-1024 --trials 64 --db tensortune.db
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/seed_cpu.py
+
+clean:
+	rm -rf $(VENV) tensortune.db

@@ -1,0 +1,152 @@
+"""The `tensortune` command: tune, list, show, export.
+
+Bad input never ends in a traceback: it is a one-line `error:` message and exit code 2.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Search schedules for tensor kernels; keep every result; hand back the fastest correct one.")
+out = Console()
+err = Console(stderr=True)
+
+SHAPE = typer.Option(None, "--shape", help="e.g. M=64,N=64,K=64 or 64,64,64 (needed for a family name)")
+DB = typer.Option("tensortune.db", "--db", help="SQLite file of records")
+TARGET = typer.Option("cpu", "--target", help="where kernels run: cpu")
+THREADS = typer.Option(None, "--threads", help="threads per kernel (default: the cores this process may use)")
+MCPU = typer.Option(None, "--mcpu", help="LLVM CPU name (default: this machine's, e.g. znver4)")
+
+
+@app.command()
+def tune(workload: str = typer.Argument(..., help="preset (gemm-1024) or family (gemm, with --shape)"),
+         shape: Optional[str] = SHAPE, target: str = TARGET,
+         trials: int = typer.Option(64, "--trials", min=1, help="search trials for this task, earlier runs' included"),
+         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary"),
+         seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
+         mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
+         baselines: bool = typer.Option(True, help="also time numpy (and torch) on the same machine"),
+         as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
+    """Tune WORKLOAD: search, verify, time, store; then report naive, hand, tuned and vendor times."""
+    from . import report
+    from .baselines import measure_baselines
+    from .measure import MeasureConfig
+    from .tuner import TuneConfig
+    from .search import strategy_class
+    from .tuner import tune as run_tuner
+
+    strategy_class(strategy)  # reject an unknown name before any work starts
+    wl, tgt, database = _setup(workload, shape, target, threads, mcpu, db)
+    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch)
+    with _progress(as_json) as bar:
+        job = bar.add_task(f"tuning {wl.preset or wl.key}", total=trials)
+        update = lambda done, total, best: bar.update(  # noqa: E731
+            job, completed=done, description=f"tuning {wl.preset or wl.key}  best {_ms(best)}")
+        summary = run_tuner(wl, tgt, database, config, MeasureConfig(threads=tgt.threads), update)
+    if baselines:
+        summary.baselines = measure_baselines(wl.name, wl.shape, tgt.threads)
+    if as_json:
+        print(json.dumps(report.as_json(summary)))
+    else:
+        out.print(report.table(summary))
+
+
+@app.command("list")
+def list_workloads() -> None:
+    """Workload families (with their shape parameters) and presets."""
+    from .workloads import FAMILIES, PRESETS
+
+    grid = Table(title="workloads")
+    for column in ("name", "shape", "what"):
+        grid.add_column(column)
+    for name, fam in FAMILIES.items():
+        grid.add_row(name, ",".join(fam.params), fam.doc.splitlines()[0] if fam.doc else "")
+    for name, (family, shape, why) in PRESETS.items():
+        grid.add_row(name, f"{family} " + ",".join(f"{p}={v}" for p, v in zip(FAMILIES[family].params, shape)), why)
+    out.print(grid)
+
+
+@app.command()
+def show(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db: str = DB) -> None:
+    """Records and the best kernel for WORKLOAD, per target and hardware."""
+    from .workloads import get_workload
+
+    wl = get_workload(workload, shape)
+    database = _open_db(db, must_exist=True)
+    tasks = database.tasks(wl.key)
+    if not tasks:
+        raise UserError(f"no records for {wl.key} in {db}; run 'tensortune tune {workload}' first")
+    for task in tasks:
+        records = database.records(task)
+        counts: dict[str, int] = {}
+        for r in records:
+            counts[r.result.status] = counts.get(r.result.status, 0) + 1
+        best = database.best(task)
+        out.print(f"[bold]{wl.key}[/] on {task.target} ({task.hardware}, space {task.space}): {len(records)} trials "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        if best:
+            gflops = wl.flops / best.result.latency / 1e9
+            out.print(f"  best {_ms(best.result.latency)} ({gflops:.1f} GFLOP/s, spread {best.result.spread:.0%}, "
+                      f"{best.result.threads} threads): {json.dumps(best.point)}")
+
+
+@app.command()
+def export(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db: str = DB,
+           out_dir: str = typer.Option("tensortune-export", "--out", help="folder for kernel.so, kernel.py, record.json"),
+           target: str = TARGET, threads: Optional[int] = THREADS, mcpu: Optional[str] = MCPU) -> None:
+    """Write the best kernel for WORKLOAD on this hardware: shared library, TVMScript, JSON record."""
+    from .exporter import export_best
+
+    wl, tgt, database = _setup(workload, shape, target, threads, mcpu, db, must_exist=True)
+    paths = export_best(wl, tgt, database, Path(out_dir))
+    out.print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _setup(workload, shape, target, threads, mcpu, db, must_exist: bool = False):
+    from .measure.config import default_threads
+    from .target import make_target
+    from .workloads import get_workload
+
+    wl = get_workload(workload, shape)
+    if threads is not None and threads < 1:
+        raise UserError(f"--threads must be at least 1, got {threads}")
+    tgt = make_target(target, threads or default_threads(), mcpu)
+    return wl, tgt, _open_db(db, must_exist)
+
+
+def _open_db(path: str, must_exist: bool = False):
+    from .db import Database
+
+    if must_exist and not Path(path).is_file():
+        raise UserError(f"database '{path}' does not exist; run 'tensortune tune' first or pass --db")
+    return Database(path)
+
+
+def _progress(quiet: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, disable=quiet, transient=False)
+
+
+def _ms(seconds: float) -> str:
+    return "-" if seconds == float("inf") else f"{seconds * 1e3:.4f} ms"
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as error:
+        err.print(f"error: {error}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted: every finished batch is stored; run the same command again to resume")
+        sys.exit(130)

@@ -1,0 +1,91 @@
+"""The records store: one SQLite file, one row per measured candidate.
+
+Rows are keyed by task (workload key, target, hardware fingerprint, space) and point; a
+point is measured once per task, which is what lets an interrupted run resume without
+re-measuring. Each batch is committed in one transaction, so a crash leaves whole batches.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from .errors import UserError
+from .measure import Result
+from .space import point_from_json, point_key
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    workload TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL, space TEXT NOT NULL,
+    point TEXT NOT NULL,          -- canonical JSON (space.point_key): equal points, equal text
+    label TEXT NOT NULL,          -- 'search', 'naive', 'hand', or 'final' for re-timings
+    status TEXT NOT NULL, reason TEXT NOT NULL,
+    latency_s REAL, spread REAL, runs TEXT NOT NULL, threads INTEGER, build_s REAL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_task ON records (workload, target, hardware, space, label);
+"""
+
+
+@dataclass(frozen=True)
+class Task:
+    workload: str
+    target: str
+    hardware: str
+    space: str
+
+
+@dataclass(frozen=True)
+class Record:
+    point: dict
+    label: str
+    result: Result
+    created: float
+
+
+class Database:
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.conn = sqlite3.connect(path)
+            self.conn.executescript(SCHEMA)
+            self.conn.execute("SELECT count(*) FROM records").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise UserError(f"cannot use database '{path}': {err}; pass --db with a writable SQLite file") from None
+
+    def add(self, task: Task, label: str, points: list[dict], results: list[Result]) -> None:
+        rows = [(task.workload, task.target, task.hardware, task.space, point_key(p), label,
+                 r.status, r.reason, r.latency if r.ok else None, r.spread if r.ok else None,
+                 json.dumps(r.runs), r.threads, r.build_s, time.time()) for p, r in zip(points, results)]
+        try:
+            with self.conn:  # one transaction: all rows of a batch land, or none do
+                self.conn.executemany("INSERT INTO records (workload, target, hardware, space, point, label,"
+                                      " status, reason, latency_s, spread, runs, threads, build_s, created)"
+                                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        except sqlite3.DatabaseError as err:
+            raise UserError(f"cannot write database '{self.path}': {err}; pass --db with a writable file") from None
+
+    def records(self, task: Task, labels: tuple[str, ...] = ("search",)) -> list[Record]:
+        """The task's records in measurement order."""
+        marks = ",".join("?" * len(labels))
+        rows = self.conn.execute(
+            "SELECT point, label, status, reason, runs, threads, build_s, created FROM records"
+            f" WHERE workload=? AND target=? AND hardware=? AND space=? AND label IN ({marks}) ORDER BY id",
+            (task.workload, task.target, task.hardware, task.space, *labels)).fetchall()
+        return [Record(point_from_json(p), label, Result(s, reason, tuple(json.loads(runs)), t or 0, b or 0.0), c)
+                for p, label, s, reason, runs, t, b, c in rows]
+
+    def best(self, task: Task) -> Record | None:
+        """The fastest correct record, final re-timings and search trials alike."""
+        ok = [r for r in self.records(task, ("search", "final")) if r.result.ok]
+        return min(ok, key=lambda r: r.result.latency, default=None)
+
+    def tasks(self, workload: str | None = None) -> list[Task]:
+        query = "SELECT DISTINCT workload, target, hardware, space FROM records"
+        rows = self.conn.execute(query + (" WHERE workload=?" if workload else ""), (workload,) if workload else ())
+        return [Task(*row) for row in rows]
+
+    def close(self) -> None:
+        self.conn.close()

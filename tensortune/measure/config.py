@@ -1,0 +1,37 @@
+"""Measurement settings as one immutable, documented value."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """How candidates are built, checked and timed.
+
+    Timing is warm-cache: inputs stay resident between repeats (as in a real model where the
+    operator's inputs were just produced), after one untimed warm-up call that also serves
+    as the correctness check. Each repeat runs the kernel enough times to last at least
+    `min_repeat_ms`; we keep every repeat, and report the median and the spread.
+    """
+
+    threads: int = default_threads()  # TVM thread pool size: the cores we time on
+    build_workers: int = 2
+    build_timeout_s: float = 60.0
+    run_timeout_s: float = 60.0
+    repeat: int = 5  # during search
+    min_repeat_ms: int = 10
+    final_repeat: int = 15  # re-timing of naive, hand and the best candidates
+    final_min_repeat_ms: int = 50
+    seed: int = 0  # for the random inputs of verification
+
+
+@dataclass(frozen=True)
+class Timing:
+    repeat: int
+    min_repeat_ms: int
+    budget_s: float = 10.0  # caps repeats for kernels too slow to repeat many times

@@ -1,0 +1,103 @@
+"""Worker processes that survive what they run.
+
+A task that crashes its worker (a segfault in TVM or in a kernel) or runs past its deadline
+costs that task only: the worker is replaced and the task comes back as a failed Outcome
+with the reason. Workers are forked from the tuner process, which has already imported TVM
+(but never starts TVM's runtime thread pool), so a replacement starts in milliseconds
+instead of the seconds a fresh `import tvm` costs; they stay alive across rounds. `fork`
+rather than `forkserver`/`spawn` also spares users the `if __name__ == "__main__"` guard.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any, Callable
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    value: Any = None  # the handler's result when ok
+    kind: str = ""  # "error" | "crash" | "timeout" when not ok
+    reason: str = ""
+
+
+def _serve(conn, handler: Callable[[Any], Any]) -> None:
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send(Outcome(True, handler(task)))
+        except Exception as err:  # a failure is data: send the reason back
+            conn.send(Outcome(False, kind="error", reason=f"{type(err).__name__}: {err}".splitlines()[0][:500]))
+
+
+class _Worker:
+    def __init__(self, ctx, handler):
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, handler), daemon=True)
+        self.process.start()
+        child.close()
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+class WorkerPool:
+    def __init__(self, size: int, handler: Callable[[Any], Any]):
+        self.ctx = mp.get_context("fork")
+        self.handler = handler
+        self.workers = [_Worker(self.ctx, handler) for _ in range(size)]
+
+    def map(self, tasks: list, timeout_s: float) -> list[Outcome]:
+        """Run every task on some worker; results in task order."""
+        results: list[Outcome | None] = [None] * len(tasks)
+        pending = list(enumerate(tasks))[::-1]
+        busy: dict[int, tuple[int, float]] = {}  # worker slot -> (task index, deadline)
+        while pending or busy:
+            for slot in range(len(self.workers)):
+                if slot not in busy and pending:
+                    index, task = pending.pop()
+                    self.workers[slot].conn.send(task)
+                    busy[slot] = (index, time.monotonic() + timeout_s)
+            self._collect(busy, results, timeout_s)
+        return results  # type: ignore[return-value]
+
+    def _collect(self, busy: dict, results: list, timeout_s: float) -> None:
+        wait_s = max(0.0, min(deadline for _, deadline in busy.values()) - time.monotonic())
+        ready = wait([self.workers[s].conn for s in busy], timeout=wait_s)
+        for slot in list(busy):
+            index, deadline = busy[slot]
+            worker = self.workers[slot]
+            if worker.conn in ready:
+                try:
+                    results[index] = worker.conn.recv()
+                except (EOFError, ConnectionError):
+                    worker.process.join()
+                    results[index] = Outcome(False, kind="crash",
+                                             reason=f"worker died (exit code {worker.process.exitcode})")
+                    self._replace(slot)
+                del busy[slot]
+            elif time.monotonic() >= deadline:
+                results[index] = Outcome(False, kind="timeout", reason=f"no result after {timeout_s:g} s")
+                self._replace(slot)
+                del busy[slot]
+
+    def _replace(self, slot: int) -> None:
+        self.workers[slot].stop()
+        self.workers[slot] = _Worker(self.ctx, self.handler)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,96 @@
+"""What a build worker and a run worker do with one candidate.
+
+Build: point -> schedule -> compiled shared library on disk. Run: load the library, check
+its output against the reference on random inputs (never timing a wrong kernel), then time
+it. Both run inside WorkerPool processes, so a crash costs only the candidate.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .config import Timing
+
+
+@dataclass(frozen=True)
+class BuildTask:
+    workload: tuple  # (family, shape): rebuilt in the worker, which cannot receive TE objects
+    space: str
+    point: dict
+    target: dict
+    path: str
+
+
+@dataclass(frozen=True)
+class RunTask:
+    workload: tuple
+    path: str
+    timing: Timing
+    seed: int
+
+
+@lru_cache(maxsize=16)
+def _space(workload: tuple, space: str):
+    from ..space import make_space
+    from ..workloads.registry import resolve
+
+    return make_space(space, resolve(*workload))
+
+
+def build(task: BuildTask) -> float:
+    """Compile the candidate into `task.path`; returns the build time in seconds."""
+    import tvm
+
+    start = time.perf_counter()
+    schedule = _space(task.workload, task.space).apply(task.point)
+    lib = tvm.compile(schedule.mod, target=tvm.target.Target(task.target))
+    lib.export_library(task.path)
+    return time.perf_counter() - start
+
+
+@lru_cache(maxsize=4)
+def _case(workload: tuple, seed: int):
+    """Random inputs (uniform in [-1, 1]) and the reference output, made once per worker."""
+    from ..workloads.registry import resolve
+
+    wl = resolve(*workload)
+    rng = np.random.default_rng(seed)
+    ins, (out_shape, out_dtype) = wl.io_specs()
+    inputs = [rng.uniform(-1, 1, shape).astype(dtype) for shape, dtype in ins]
+    return wl, inputs, wl.reference(*inputs), (out_shape, out_dtype)
+
+
+def tolerance(dtype: str, reduction_length: int) -> float:
+    """Largest accepted max-abs error relative to max |reference|: rounding grows at most
+    linearly with the reduction length, so 4 * eps * length cannot reject a correct kernel;
+    dropping or doubling a single term of a sum is still far above it."""
+    return max(4 * float(np.finfo(dtype).eps) * reduction_length, 1e-6)
+
+
+def run(task: RunTask) -> dict:
+    """Verify, then time. Returns a dict with status 'ok' or 'wrong' and the details."""
+    import tvm
+
+    wl, inputs, expected, (out_shape, out_dtype) = _case(task.workload, task.seed)
+    dev = tvm.cpu()
+    lib = tvm.runtime.load_module(task.path)
+    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+    args.append(tvm.runtime.tensor(np.full(out_shape, np.nan, out_dtype), dev))
+    start = time.perf_counter()
+    lib["main"](*args)  # the warm-up call; NaN-filled output catches a kernel that skips writes
+    once = time.perf_counter() - start
+    got = args[-1].numpy()
+    scale = float(np.abs(expected).max()) or 1.0
+    error = float(np.nan_to_num(np.abs(got - expected), nan=np.inf).max()) / scale
+    limit = tolerance(out_dtype, max(1, wl.flops // (2 * got.size)))
+    if not error <= limit:
+        return {"status": "wrong", "reason": f"max relative error {error:.2e} exceeds {limit:.1e}"}
+    # a very slow kernel (a naive GEMM takes seconds) gets fewer repeats, never under 3
+    repeat = max(3, min(task.timing.repeat, int(task.timing.budget_s / once)))
+    timer = lib.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=task.timing.min_repeat_ms)
+    runs = [float(r) for r in timer(*args).results]
+    return {"status": "ok", "runs": runs, "error": error, "threads": int(os.environ.get("TVM_NUM_THREADS", 1))}

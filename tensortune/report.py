@@ -1,0 +1,62 @@
+"""The summary of a tuning run as a table (for people) or one JSON object (for scripts)."""
+from __future__ import annotations
+
+import math
+
+from rich.table import Table
+
+from .tuner import Summary
+
+
+def rows(summary: Summary) -> list[tuple[str, float | None]]:
+    """(name, seconds) for naive, hand, tuned and the vendor baselines."""
+    base = summary.baselines
+    out = [("naive", _seconds(summary.naive)), ("hand", _seconds(summary.hand)), ("tuned", _seconds(summary.best))]
+    return out + [(f"vendor:{name}", base[name]) for name in ("numpy", "torch") if name in base]
+
+
+def as_json(summary: Summary) -> dict:
+    wl = summary.workload
+    times = dict(rows(summary))
+    ratio = lambda a, b: (times[a] / times[b]) if times.get(a) and times.get(b) else None  # noqa: E731
+    return {
+        "workload": wl.key, "preset": wl.preset, "target": summary.task.target,
+        "hardware": summary.task.hardware, "threads": summary.threads,
+        "vendor_threads": summary.baselines.get("threads"), "flops": wl.flops,
+        "ms": {k: None if v is None else v * 1e3 for k, v in times.items()},
+        "gflops": {k: _gflops(wl.flops, v) for k, v in times.items()},
+        "speedup_over_naive": ratio("naive", "tuned"), "speedup_over_hand": ratio("hand", "tuned"),
+        "speedup_over_numpy": ratio("vendor:numpy", "tuned"),
+        "spread": summary.best.spread if summary.best else None,
+        "best_point": summary.best_point, "trials": summary.trials, "new_trials": summary.new_trials,
+        "tuning_s": summary.tuning_s, "trials_per_min": summary.trials_per_min, "failures": summary.failures,
+    }
+
+
+def table(summary: Summary) -> Table:
+    wl = summary.workload
+    times = dict(rows(summary))
+    title = (f"{wl.preset or wl.key} on {summary.task.target} ({summary.task.hardware}, {summary.threads} threads): "
+             f"{summary.trials} trials, {summary.new_trials} new at {summary.trials_per_min:.0f}/min")
+    grid = Table(title=title)
+    for column in ("schedule", "ms", "GFLOP/s", "tuned is x faster"):
+        grid.add_column(column, justify="left" if column == "schedule" else "right")
+    for name, seconds in times.items():
+        speedup = times["tuned"] / seconds if seconds and times["tuned"] and name != "tuned" else None
+        grid.add_row(name, _fmt(seconds and seconds * 1e3, ".4f"), _fmt(_gflops(wl.flops, seconds), ".1f"),
+                     _fmt(speedup and 1 / speedup, ".2f"))
+    if summary.failures:
+        grid.caption = "failed candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items()))
+    return grid
+
+
+def _seconds(result) -> float | None:
+    return result.latency if result is not None and result.ok else None
+
+
+def _gflops(flops: int, seconds: float | None) -> float | None:
+    return flops / seconds / 1e9 if seconds else None
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None or math.isinf(value) else format(value, spec)

@@ -1,0 +1,47 @@
+"""The ask/tell interface every strategy implements.
+
+`ask(n)` proposes up to n points never proposed before; `tell(points, results)` reports
+what they measured. Points measured in an earlier run are told before the first ask, which
+is how a resumed run continues where it stopped without re-measuring.
+"""
+from __future__ import annotations
+
+import random
+
+from ..measure import Result
+from ..space import KnobSpace, Point, point_key
+
+
+class Strategy:
+    name = "base"
+
+    def __init__(self, space: KnobSpace, seed: int = 0):
+        self.space = space
+        self.rng = random.Random(seed)
+        self.seen: set[str] = set()
+        self.history: list[tuple[Point, Result]] = []
+
+    def ask(self, n: int) -> list[Point]:
+        points: list[Point] = []
+        for _ in range(n * 50):  # spaces can be small: give up rather than loop forever
+            if len(points) == n:
+                break
+            point = self.propose()
+            key = point_key(point)
+            if key not in self.seen:
+                self.seen.add(key)
+                points.append(point)
+        return points
+
+    def tell(self, points: list[Point], results: list[Result]) -> None:
+        for point, result in zip(points, results):
+            self.seen.add(point_key(point))
+            self.history.append((point, result))
+
+    def propose(self) -> Point:
+        """One candidate; `ask` filters out repeats."""
+        raise NotImplementedError
+
+    def ranked(self) -> list[tuple[Point, Result]]:
+        """Correct measurements, fastest first."""
+        return sorted((h for h in self.history if h[1].ok), key=lambda h: h[1].latency)

@@ -1,0 +1,30 @@
+"""A steady-state genetic algorithm over measured points.
+
+The population is the best `population` correct points measured so far (elitism: a good
+point never leaves it until better ones arrive, and it is never measured again). Children
+come from tournament-selected parents by uniform crossover, then mutation of a few knobs.
+Until `warmup` points are measured, proposals are random.
+"""
+from ..space import Point
+from .base import Strategy
+
+
+class Evolutionary(Strategy):
+    name = "evolutionary"
+    population = 24
+    warmup = 16
+    tournament = 3
+    crossover_rate = 0.5
+
+    def propose(self) -> Point:
+        ranked = self.ranked()[: self.population]
+        if len(self.history) < self.warmup or len(ranked) < 2:
+            return self.space.sample(self.rng)
+        parent = self._select(ranked)
+        if self.rng.random() < self.crossover_rate:
+            parent = self.space.crossover(parent, self._select(ranked), self.rng)
+        return self.space.mutate(parent, self.rng, steps=self.rng.choice((1, 1, 2, 3)))
+
+    def _select(self, ranked) -> Point:
+        """Tournament: the best of a few random members (ranked is fastest first)."""
+        return ranked[min(self.rng.sample(range(len(ranked)), min(self.tournament, len(ranked))))][0]

@@ -1,0 +1,10 @@
+"""Uniform random sampling of the space: the baseline every strategy must beat."""
+from ..space import Point
+from .base import Strategy
+
+
+class RandomSearch(Strategy):
+    name = "random"
+
+    def propose(self) -> Point:
+        return self.space.sample(self.rng)

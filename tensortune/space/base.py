@@ -1,0 +1,86 @@
+"""The interface every search space offers: sample, mutate, encode, apply."""
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from .knobs import Knob
+
+Point = dict[str, Any]
+
+
+class InvalidPoint(Exception):
+    """A point the space cannot turn into a schedule; the message is the precise reason."""
+
+
+def point_key(point: Point) -> str:
+    """Canonical text of a point: equal points have equal keys (used for de-duplication)."""
+    return json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in sorted(point.items())})
+
+
+def point_from_json(text: str) -> Point:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
+
+
+class KnobSpace:
+    """A space made of typed knobs; subclasses implement `schedule` (point -> TVM schedule)."""
+
+    name = "knobs"
+    max_sample_tries = 200
+
+    def __init__(self, knobs: list[Knob]):
+        self.knobs = knobs
+
+    def check(self, point: Point) -> str | None:
+        """None when the point is valid, else the reason."""
+        try:
+            self.apply(point)
+        except InvalidPoint as err:
+            return str(err)
+        return None
+
+    def validate(self, point: Point) -> None:
+        """Knob by knob; TVM itself would silently 'repair' a split whose product is wrong."""
+        if set(point) != {k.name for k in self.knobs}:
+            raise InvalidPoint(f"point knobs {sorted(point)} differ from the space's {sorted(k.name for k in self.knobs)}")
+        for knob in self.knobs:
+            reason = knob.valid(point[knob.name])
+            if reason:
+                raise InvalidPoint(reason)
+
+    def sample(self, rng: random.Random) -> Point:
+        for _ in range(self.max_sample_tries):
+            point = {k.name: k.sample(rng) for k in self.knobs}
+            if self.check(point) is None:
+                return point
+        raise RuntimeError(f"{self.name}: no valid point in {self.max_sample_tries} samples")
+
+    def mutate(self, point: Point, rng: random.Random, steps: int = 1) -> Point:
+        for _ in range(self.max_sample_tries):
+            new = dict(point)
+            for knob in rng.sample(self.knobs, min(steps, len(self.knobs))):
+                new[knob.name] = knob.mutate(new[knob.name], rng)
+            if self.check(new) is None:
+                return new
+        return self.sample(rng)
+
+    def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
+        """Each knob from either parent; an invalid child falls back to parent `a`."""
+        child = {k.name: (a if rng.random() < 0.5 else b)[k.name] for k in self.knobs}
+        return child if self.check(child) is None else dict(a)
+
+    def encode(self, point: Point) -> list[float]:
+        return [x for k in self.knobs for x in k.encode(point[k.name])]
+
+    def apply(self, point: Point):
+        """The TVM schedule for a point; raises InvalidPoint with the reason."""
+        self.validate(point)
+        return self.schedule(point)
+
+    def schedule(self, point: Point):
+        """The TVM schedule for a point whose knobs are each valid."""
+        raise NotImplementedError
+
+    def named(self, name: str) -> Point:
+        raise NotImplementedError

@@ -1,0 +1,106 @@
+"""Typed knobs: the coordinates of a schedule point.
+
+A `Split` divides a loop extent into factors whose product is the extent (perfect tiling);
+a `Choice` picks one of a few options. Each knob samples, mutates locally, and encodes to
+numbers (split factors on a log2 scale, choices one-hot) for learning-based strategies.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out + ([n] if n > 1 else [])
+
+
+@dataclass(frozen=True)
+class Split:
+    """Factors (outer .. inner) of `extent`; the innermost is capped at `max_inner`."""
+
+    name: str
+    extent: int
+    parts: int
+    max_inner: int = 1 << 30
+
+    def valid(self, value: Any) -> str | None:
+        if not isinstance(value, (list, tuple)) or len(value) != self.parts:
+            return f"{self.name}: expected {self.parts} factors, got {value!r}"
+        if any(not isinstance(v, int) or v < 1 for v in value) or math.prod(value) != self.extent:
+            return f"{self.name}: factors {list(value)} must be positive and multiply to {self.extent}"
+        if value[-1] > self.max_inner:
+            return f"{self.name}: innermost factor {value[-1]} exceeds {self.max_inner}"
+        return None
+
+    def sample(self, rng: random.Random) -> tuple[int, ...]:
+        while True:
+            rest, inner = self.extent, []
+            for _ in range(self.parts - 1):
+                d = rng.choice(divisors(rest))
+                inner.append(d)
+                rest //= d
+            value = (rest, *reversed(inner))
+            if value[-1] <= self.max_inner:
+                return value
+
+    def mutate(self, value: tuple[int, ...], rng: random.Random) -> tuple[int, ...]:
+        """Move one prime factor from one level to another: a local step in tile space."""
+        for _ in range(16):
+            src, dst = rng.sample(range(self.parts), 2)
+            if value[src] == 1:
+                continue
+            p = rng.choice(prime_factors(value[src]))
+            new = list(value)
+            new[src] //= p
+            new[dst] *= p
+            if new[-1] <= self.max_inner:
+                return tuple(new)
+        return self.sample(rng)
+
+    def encode(self, value: tuple[int, ...]) -> list[float]:
+        return [math.log2(v) for v in value[1:]]
+
+    @property
+    def width(self) -> int:
+        return self.parts - 1
+
+    def trivial(self) -> tuple[int, ...]:
+        return (self.extent,) + (1,) * (self.parts - 1)
+
+
+@dataclass(frozen=True)
+class Choice:
+    name: str
+    options: tuple
+
+    def valid(self, value: Any) -> str | None:
+        return None if value in self.options else f"{self.name}: {value!r} is not one of {list(self.options)}"
+
+    def sample(self, rng: random.Random) -> Any:
+        return rng.choice(self.options)
+
+    def mutate(self, value: Any, rng: random.Random) -> Any:
+        others = [o for o in self.options if o != value]
+        return rng.choice(others) if others else value
+
+    def encode(self, value: Any) -> list[float]:
+        return [1.0 if o == value else 0.0 for o in self.options]
+
+    @property
+    def width(self) -> int:
+        return len(self.options)
+
+
+Knob = Split | Choice

@@ -1,0 +1,153 @@
+"""Operator families and their concrete shapes.
+
+A family is one function returning TE tensors (inputs first, output last) plus a NumPy
+reference and a FLOP count. Bytes moved are derived from the tensors, so they are never
+written twice. `hand` gives the expert's CPU schedule as knob values for a shape.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    params: tuple[str, ...]
+    compute: Callable[..., list]
+    reference: Callable[..., np.ndarray] | None
+    flops: Callable[..., int]
+    hand: Callable[..., dict] | None = None
+    torch: Callable[..., object] | None = None  # the vendor implementation, on torch tensors
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A family at one shape; everything downstream is keyed by `key`."""
+
+    family: Family
+    shape: tuple[int, ...]
+    preset: str | None = None
+    _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.family.name
+
+    @property
+    def key(self) -> str:
+        return self.name + "(" + ",".join(f"{p}={v}" for p, v in self.kwargs.items()) + ")"
+
+    @property
+    def kwargs(self) -> dict[str, int]:
+        return dict(zip(self.family.params, self.shape))
+
+    def tensors(self) -> list:
+        return self.family.compute(**self.kwargs)
+
+    def prim_func(self):
+        """The unscheduled TensorIR function; built once per process."""
+        if "func" not in self._cache:
+            from tvm import te
+
+            self._cache["func"] = te.create_prim_func(self.tensors())
+        return self._cache["func"]
+
+    def io_specs(self) -> tuple[list[tuple[tuple[int, ...], str]], tuple[tuple[int, ...], str]]:
+        """(input shapes and dtypes, output shape and dtype)."""
+        specs = [(tuple(int(d) for d in t.shape), str(t.dtype)) for t in self.tensors()]
+        return specs[:-1], specs[-1]
+
+    @property
+    def flops(self) -> int:
+        return int(self.family.flops(**self.kwargs))
+
+    @property
+    def bytes(self) -> int:
+        """Compulsory traffic: every input read once and the output written once."""
+        ins, out = self.io_specs()
+        return sum(math.prod(s) * np.dtype(d).itemsize for s, d in [*ins, out])
+
+    def reference(self, *inputs: np.ndarray) -> np.ndarray | None:
+        return None if self.family.reference is None else self.family.reference(*inputs, **self.kwargs)
+
+
+FAMILIES: dict[str, Family] = {}
+PRESETS: dict[str, tuple[str, tuple[int, ...], str]] = {}
+
+
+def workload(name: str, params: tuple[str, ...], flops: Callable[..., int],
+             reference: Callable[..., np.ndarray] | None = None,
+             hand: Callable[..., dict] | None = None, torch: Callable[..., object] | None = None) -> Callable:
+    """Register a TE compute function as an operator family (see README, "Your own operator")."""
+
+    def register(compute: Callable[..., list]) -> Callable[..., list]:
+        FAMILIES[name] = Family(name, params, compute, reference, flops, hand, torch,
+                                (compute.__doc__ or "").strip())
+        return compute
+
+    return register
+
+
+def preset(name: str, family: str, shape: tuple[int, ...], why: str) -> None:
+    PRESETS[name] = (family, shape, why)
+
+
+def parse_shape(text: str, params: tuple[str, ...]) -> tuple[int, ...]:
+    """'M=64,N=32' or '64,32' (in the family's parameter order) -> (64, 32)."""
+    parts = [p.strip() for p in re.split(r",|(?<=\d)x(?=\d)", text) if p.strip()]
+    named = dict(p.split("=", 1) for p in parts if "=" in p)
+    if named and len(named) != len(parts):
+        raise UserError(f"bad shape '{text}': use all names ({'=..,'.join(params)}=..) or all plain numbers")
+    if named:
+        unknown = set(named) - set(params)
+        missing = [p for p in params if p not in named]
+        if unknown or missing:
+            raise UserError(f"bad shape '{text}': expected {', '.join(params)}")
+        parts = [named[p] for p in params]
+    if len(parts) != len(params):
+        raise UserError(f"bad shape '{text}': expected {len(params)} values ({', '.join(params)})")
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        raise UserError(f"bad shape '{text}': values must be positive integers") from None
+    if any(v < 1 for v in values):
+        raise UserError(f"bad shape '{text}': values must be positive integers")
+    return values
+
+
+def get_workload(name: str, shape: str | None = None) -> Workload:
+    """A preset name ('gemm-1024'), or a family name with a shape ('gemm', 'M=64,N=64,K=64')."""
+    if name in PRESETS:
+        family, values, _ = PRESETS[name]
+        if shape is None:
+            return Workload(FAMILIES[family], values, preset=name)
+        name = family
+    if name not in FAMILIES:
+        known = ", ".join(sorted(FAMILIES) + sorted(PRESETS))
+        raise UserError(f"unknown workload '{name}'; known: {known} (see 'tensortune list')")
+    family = FAMILIES[name]
+    if shape is None:
+        raise UserError(f"workload '{name}' needs --shape {','.join(p + '=..' for p in family.params)}")
+    values = parse_shape(shape, family.params)
+    _check_buildable(family, values)
+    return Workload(family, values)
+
+
+def _check_buildable(family: Family, values: tuple[int, ...]) -> None:
+    try:
+        family.compute(**dict(zip(family.params, values)))
+    except (ValueError, AssertionError) as err:
+        raise UserError(f"bad shape for {family.name}: {err}") from None
+
+
+def resolve(family: str, shape: tuple[int, ...]) -> Workload:
+    """The workload a worker process receives as (family, shape)."""
+    return Workload(FAMILIES[family], tuple(shape))

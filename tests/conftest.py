@@ -1,0 +1,19 @@
+import os
+
+import pytest
+
+os.environ.setdefault("TVM_NUM_THREADS", "2")
+
+SMALL = {  # small shapes, with 1s, primes and non-powers of two
+    "gemm": [(1, 1, 1), (7, 13, 5), (16, 24, 12), (33, 17, 64)],
+    "conv1d": [(1, 1), (13, 5), (64, 16), (97, 31)],
+    "dwconv2d": [(1, 1, 1, 1, 1), (1, 3, 7, 5, 3), (2, 4, 12, 10, 3), (1, 2, 9, 9, 5)],
+    "dwsep_conv2d": [(1, 1, 1, 1, 1, 1), (1, 3, 7, 5, 3, 2), (1, 4, 8, 12, 3, 6)],
+}
+
+
+@pytest.fixture(scope="session")
+def target_spec():
+    from tensortune.target import make_target
+
+    return make_target("cpu", 2).spec

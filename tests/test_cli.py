@@ -1,0 +1,79 @@
+"""The command line, run as users run it: a real process, a real SQLite file."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tensortune", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def assert_user_error(done, message):
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["tune", "matmul"], "unknown workload 'matmul'"),
+    (["tune", "gemm", "--shape", "4,4"], "expected 3 values"),
+    (["tune", "gemm", "--shape", "4,-4,4"], "positive integers"),
+    (["tune", "gemm-1024", "--target", "tpu"], "unknown target 'tpu'"),
+    (["tune", "gemm-1024", "--strategy", "magic", "--trials", "1"], "unknown strategy 'magic'"),
+    (["tune", "gemm-1024", "--db", "/nonexistent/dir/t.db"], "cannot use database"),
+    (["show", "gemm-1024", "--db", "/nonexistent.db"], "does not exist"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
+    assert_user_error(cli(*args, cwd=tmp_path), message)
+
+
+def test_a_corrupt_database_is_refused_and_left_intact(tmp_path):
+    db = tmp_path / "bad.db"
+    db.write_bytes(b"this is not sqlite" * 100)
+    before = db.read_bytes()
+    assert_user_error(cli("tune", "gemm", "--shape", "8,8,8", "--trials", "2", "--db", str(db)), "cannot use database")
+    assert db.read_bytes() == before
+
+
+def test_tune_show_export_end_to_end(tmp_path):
+    db = str(tmp_path / "t.db")
+    done = cli("tune", "gemm", "--shape", "M=24,N=32,K=20", "--trials", "12", "--batch", "6", "--seed", "3",
+               "--db", db, "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["trials"] == 12 and summary["threads"] >= 1
+    assert summary["ms"]["tuned"] > 0 and summary["ms"]["naive"] > 0 and summary["ms"]["vendor:numpy"] > 0
+    assert summary["speedup_over_naive"] == pytest.approx(summary["ms"]["naive"] / summary["ms"]["tuned"])
+    assert summary["vendor_threads"]["openblas"] == summary["threads"]
+
+    shown = cli("show", "gemm", "--shape", "24,32,20", "--db", db)
+    assert shown.returncode == 0 and "12 trials" in shown.stdout and "best" in shown.stdout
+
+    out = tmp_path / "export"
+    exported = cli("export", "gemm", "--shape", "24,32,20", "--db", db, "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    record = json.loads((out / "record.json").read_text())
+    assert record["workload"] == "gemm(M=24,N=32,K=20)" and "T.prim_func" in (out / "kernel.py").read_text()
+    _check_exported_library(out / "kernel.so")
+
+
+def _check_exported_library(path):
+    import numpy as np
+    import tvm
+
+    lib = tvm.runtime.load_module(str(path))
+    a, b = np.random.rand(24, 20).astype("float32"), np.random.rand(20, 32).astype("float32")
+    c = tvm.runtime.tensor(np.zeros((24, 32), "float32"))
+    lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-5)
+
+
+def test_list_names_families_and_presets():
+    done = cli("list")
+    assert done.returncode == 0
+    for name in ("gemm", "conv1d", "dwconv2d", "dwsep_conv2d", "gemm-1024", "conv1d-1024", "dwconv2d-seed"):
+        assert name in done.stdout

@@ -1,0 +1,59 @@
+"""Isolation, verification and timing on real kernels."""
+import os
+import signal
+import time
+
+import pytest
+import tvm
+from tvm import te
+
+from tensortune.measure import MeasureConfig, Measurer, tasks
+from tensortune.measure.config import Timing
+from tensortune.measure.pool import WorkerPool
+from tensortune.space import make_space
+from tensortune.workloads import get_workload
+
+
+def _work(task):
+    if task == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if task == "hang":
+        time.sleep(60)
+    if task == "raise":
+        raise ValueError("bad input")
+    return task * 2
+
+
+def test_a_crash_or_hang_costs_one_task_only():
+    with WorkerPool(2, _work) as pool:
+        outcomes = pool.map([1, "crash", 2, "hang", "raise", 3], timeout_s=2)
+    assert [o.value for o in outcomes if o.ok] == [2, 4, 6]
+    assert [o.kind for o in outcomes if not o.ok] == ["crash", "timeout", "error"]
+    assert "bad input" in outcomes[4].reason
+
+
+def _wrong_gemm(path, target_spec, M=8, N=8, K=8):
+    """A GEMM that forgets the last term of every sum: almost right, and must be caught."""
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis((0, K - 1), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    tvm.compile(te.create_prim_func([A, B, C]), target=tvm.target.Target(target_spec)).export_library(path)
+
+
+def test_verification_catches_a_wrong_kernel(tmp_path, target_spec):
+    path = str(tmp_path / "wrong.so")
+    _wrong_gemm(path, target_spec)
+    result = tasks.run(tasks.RunTask(("gemm", (8, 8, 8)), path, Timing(3, 1), seed=0))
+    assert result["status"] == "wrong" and "exceeds" in result["reason"]
+
+
+def test_measurer_verifies_times_and_records_every_outcome(target_spec):
+    wl = get_workload("gemm", "16,16,16")
+    space = make_space("cpu-template", wl)
+    good = space.named("hand")
+    broken = good | {"tile.i": (3, 3, 3)}  # does not multiply to 16
+    with Measurer(wl, "cpu-template", target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
+        ok, bad = m.measure([good, broken])
+    assert ok.ok and len(ok.runs) >= 3 and ok.threads == 2 and ok.latency > 0 and ok.build_s > 0
+    assert bad.status == "invalid" and "multiply to 16" in bad.reason and bad.latency == float("inf")
