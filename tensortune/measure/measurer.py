@@ -19,10 +19,9 @@ class Measurer:
     def __init__(self, workload, space_name: str, target: dict, config: MeasureConfig):
         self.workload = (workload.name, workload.shape)
         self.space_name, self.target, self.config = space_name, target, config
-        os.environ["TVM_NUM_THREADS"] = str(config.threads)  # inherited by the workers
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.builders = WorkerPool(config.build_workers, tasks.build)
-        self.runner = WorkerPool(1, tasks.run)
+        self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)})
 
     def measure(self, points: list[dict], final: bool = False) -> list[Result]:
         cfg = self.config

@@ -2,14 +2,17 @@
 
 A task that crashes its worker (a segfault in TVM or in a kernel) or runs past its deadline
 costs that task only: the worker is replaced and the task comes back as a failed Outcome
-with the reason. Workers are forked from the tuner process, which has already imported TVM
-(but never starts TVM's runtime thread pool), so a replacement starts in milliseconds
-instead of the seconds a fresh `import tvm` costs; they stay alive across rounds. `fork`
-rather than `forkserver`/`spawn` also spares users the `if __name__ == "__main__"` guard.
+with the reason. Workers come from a forkserver that has imported TVM but never run a
+kernel: forking the caller instead would copy a TVM thread pool whose threads do not exist
+in the child (a process that has run a parallel kernel then spins forever in the next one),
+and spawning would pay a fresh `import tvm` (seconds) per replacement. Workers stay alive
+across rounds. As with any multiprocessing code, a script using the pool needs the
+`if __name__ == "__main__":` guard.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -23,7 +26,8 @@ class Outcome:
     reason: str = ""
 
 
-def _serve(conn, handler: Callable[[Any], Any]) -> None:
+def _serve(conn, handler: Callable[[Any], Any], env: dict[str, str]) -> None:
+    os.environ.update(env)  # before TVM's runtime reads it (e.g. TVM_NUM_THREADS)
     while True:
         try:
             task = conn.recv()
@@ -36,9 +40,9 @@ def _serve(conn, handler: Callable[[Any], Any]) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx, handler):
+    def __init__(self, ctx, handler, env):
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, handler), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, handler, env), daemon=True)
         self.process.start()
         child.close()
 
@@ -49,10 +53,11 @@ class _Worker:
 
 
 class WorkerPool:
-    def __init__(self, size: int, handler: Callable[[Any], Any]):
-        self.ctx = mp.get_context("fork")
-        self.handler = handler
-        self.workers = [_Worker(self.ctx, handler) for _ in range(size)]
+    def __init__(self, size: int, handler: Callable[[Any], Any], env: dict[str, str] | None = None):
+        self.ctx = mp.get_context("forkserver")
+        self.ctx.set_forkserver_preload(["tvm"])
+        self.handler, self.env = handler, env or {}
+        self.workers = [_Worker(self.ctx, handler, self.env) for _ in range(size)]
 
     def map(self, tasks: list, timeout_s: float) -> list[Outcome]:
         """Run every task on some worker; results in task order."""
@@ -90,7 +95,7 @@ class WorkerPool:
 
     def _replace(self, slot: int) -> None:
         self.workers[slot].stop()
-        self.workers[slot] = _Worker(self.ctx, self.handler)
+        self.workers[slot] = _Worker(self.ctx, self.handler, self.env)
 
     def close(self) -> None:
         for worker in self.workers:
