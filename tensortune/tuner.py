@@ -26,6 +26,7 @@ class TuneConfig:
     seed: int = 0
     batch: int = 16  # candidates per round: enough to keep the builders busy
     final_top: int = 3  # best search results re-timed at the end
+    cutoff: float = 10.0  # candidates this many times slower than the best so far are timed once
     space: str = "cpu-template"
 
 
@@ -66,7 +67,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
             points = strategy.ask(min(config.batch, config.trials - done))
             if not points:
                 break  # the space has no unmeasured point left
-            results = measurer.measure(points)
+            results = measurer.measure(points, cutoff_s=config.cutoff * _best(strategy.history))
             db.add(task, "search", points, results)
             strategy.tell(points, results)
             done += len(points)

@@ -35,3 +35,4 @@ class Timing:
     repeat: int
     min_repeat_ms: int
     budget_s: float = 10.0  # caps repeats for kernels too slow to repeat many times
+    cutoff_s: float = float("inf")  # a warm-up call slower than this is the only timing taken

@@ -23,12 +23,15 @@ class Measurer:
         self.builders = WorkerPool(config.build_workers, tasks.build)
         self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)})
 
-    def measure(self, points: list[dict], final: bool = False) -> list[Result]:
+    def measure(self, points: list[dict], final: bool = False, cutoff_s: float = float("inf")) -> list[Result]:
+        """Build, verify and time. `final` uses the careful final timing settings; a kernel
+        whose first call exceeds `cutoff_s` is timed by that call alone."""
         cfg = self.config
         paths = [os.path.join(self.tmp.name, f"{abs(hash(point_key(p)))}.so") for p in points]
         builds = self.builders.map([tasks.BuildTask(self.workload, self.space_name, p, self.target, path)
                                     for p, path in zip(points, paths)], cfg.build_timeout_s)
-        timing = Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final else Timing(cfg.repeat, cfg.min_repeat_ms)
+        timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
+                  else Timing(cfg.repeat, cfg.min_repeat_ms, cutoff_s=cutoff_s))
         built = [i for i, b in enumerate(builds) if b.ok]
         runs = self.runner.map([tasks.RunTask(self.workload, paths[i], timing, cfg.seed) for i in built],
                                cfg.run_timeout_s)
@@ -64,4 +67,5 @@ def _run_result(outcome: Outcome, build_s: float) -> Result:
     value = outcome.value
     if value["status"] != "ok":
         return Result(value["status"], value["reason"], build_s=build_s)
-    return Result("ok", f"max relative error {value['error']:.1e}", tuple(value["runs"]), value["threads"], build_s)
+    reason = "; ".join(filter(None, [f"max relative error {value['error']:.1e}", value.get("note")]))
+    return Result("ok", reason, tuple(value["runs"]), value["threads"], build_s)
