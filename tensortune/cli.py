@@ -32,10 +32,12 @@ MCPU = typer.Option(None, "--mcpu", help="LLVM CPU name (default: this machine's
 def tune(workload: str = typer.Argument(..., help="preset (gemm-1024) or family (gemm, with --shape)"),
          shape: Optional[str] = SHAPE, target: str = TARGET,
          trials: int = typer.Option(64, "--trials", min=1, help="search trials for this task, earlier runs' included"),
-         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary"),
+         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe"),
          seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
          mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
          baselines: bool = typer.Option(True, help="also time numpy (and torch) on the same machine"),
+         warm_start_family: bool = typer.Option(False, "--warm-start-family",
+                                                help="also learn from records of other shapes of this operator"),
          as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
     """Tune WORKLOAD: search, verify, time, store; then report naive, hand, tuned and vendor times."""
     from . import report
@@ -47,7 +49,8 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024) or family 
 
     strategy_class(strategy)  # reject an unknown name before any work starts
     wl, tgt, database = _setup(workload, shape, target, threads, mcpu, db)
-    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch)
+    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch,
+                        warm_start_family=warm_start_family)
     with _progress(as_json) as bar:
         job = bar.add_task(f"tuning {wl.preset or wl.key}", total=trials)
         update = lambda done, total, best: bar.update(  # noqa: E731

@@ -8,7 +8,7 @@ again, together and more carefully, so the reported ratios come from one sitting
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .db import Database, Task
@@ -16,7 +16,7 @@ from .measure import Measurer, MeasureConfig, Result
 from .search import DEFAULT, make_strategy
 from .space import InvalidPoint, Point, make_space
 from .target import Target
-from .workloads import Workload
+from .workloads import Workload, workload_from_key
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class TuneConfig:
     final_top: int = 3  # best search results re-timed at the end
     cutoff: float = 10.0  # candidates this many times slower than the best so far are timed once
     space: str = "cpu-template"
+    warm_start_family: bool = False  # also learn from other shapes of the same operator
 
 
 @dataclass
@@ -58,8 +59,10 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
     space = make_space(config.space, workload)
     task = Task(workload.key, target.name, target.hardware, config.space)
     strategy = make_strategy(config.strategy, space, config.seed)
-    past = db.records(task)
+    past = db.records(task)  # same workload, target and hardware: a resumed run or warm start
     strategy.tell([r.point for r in past], [r.result for r in past])
+    if config.warm_start_family:
+        strategy.warm_start(*_family_evidence(workload, task, space, db))
     with Measurer(workload, config.space, target.spec, measure) as measurer:
         start, done = time.perf_counter(), len(past)
         progress(done, config.trials, _best(strategy.history))
@@ -94,6 +97,23 @@ def _retime(space, ranked, measurer: Measurer, db: Database, task: Task) -> dict
         db.add(task, label, [point], [result])
         out.setdefault(label, []).append((point, result))
     return out
+
+
+def _family_evidence(workload: Workload, task: Task, space, db: Database) -> tuple[list, list]:
+    """Other shapes' records on this hardware, projected into this space, latencies rescaled
+    by FLOPs so that a kernel's throughput carries over."""
+    points, results = [], []
+    for other in db.tasks():
+        sibling = workload_from_key(other.workload)
+        if sibling is None or sibling.name != workload.name or other.workload == task.workload \
+                or (other.target, other.hardware, other.space) != (task.target, task.hardware, task.space):
+            continue
+        scale = workload.flops / sibling.flops
+        for record in db.records(other):
+            r = record.result
+            points.append(space.project(record.point))
+            results.append(replace(r, runs=tuple(t * scale for t in r.runs)))
+    return points, results
 
 
 def _only(entries: list | None) -> Result | None:

@@ -1,10 +1,13 @@
 """Search strategies behind one ask/tell interface, one per module."""
 from ..errors import UserError
 from .base import Strategy
+from .bo import BayesianOptimisation
 from .evolutionary import Evolutionary
 from .random_search import RandomSearch
+from .tpe import TreeParzen
 
-STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (RandomSearch, Evolutionary)}
+STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (RandomSearch, Evolutionary, BayesianOptimisation,
+                                                             TreeParzen)}
 DEFAULT = Evolutionary.name
 
 

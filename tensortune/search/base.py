@@ -2,7 +2,9 @@
 
 `ask(n)` proposes up to n points never proposed before; `tell(points, results)` reports
 what they measured. Points measured in an earlier run are told before the first ask, which
-is how a resumed run continues where it stopped without re-measuring.
+is how a resumed run continues where it stopped without re-measuring. `warm_start` hands
+over evidence that is not a trial of this task (records of other shapes, projected into
+this space): strategies learn from it but may still measure those points.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class Strategy:
         self.rng = random.Random(seed)
         self.seen: set[str] = set()
         self.history: list[tuple[Point, Result]] = []
+        self.prior: list[tuple[Point, Result]] = []
 
     def ask(self, n: int) -> list[Point]:
         points: list[Point] = []
@@ -38,10 +41,14 @@ class Strategy:
             self.seen.add(point_key(point))
             self.history.append((point, result))
 
+    def warm_start(self, points: list[Point], results: list[Result]) -> None:
+        self.prior.extend(zip(points, results))
+
     def propose(self) -> Point:
         """One candidate; `ask` filters out repeats."""
         raise NotImplementedError
 
-    def ranked(self) -> list[tuple[Point, Result]]:
-        """Correct measurements, fastest first."""
-        return sorted((h for h in self.history if h[1].ok), key=lambda h: h[1].latency)
+    def ranked(self, with_prior: bool = False) -> list[tuple[Point, Result]]:
+        """Correct measurements (and warm-start evidence, if asked), fastest first."""
+        pool = self.prior + self.history if with_prior else self.history
+        return sorted((h for h in pool if h[1].ok), key=lambda h: h[1].latency)

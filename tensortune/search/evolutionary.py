@@ -3,7 +3,7 @@
 The population is the best `population` correct points measured so far (elitism: a good
 point never leaves it until better ones arrive, and it is never measured again). Children
 come from tournament-selected parents by uniform crossover, then mutation of a few knobs.
-Until `warmup` points are measured, proposals are random.
+Until `warmup` points are known (measured, or warm-start evidence), proposals are random.
 """
 from ..space import Point
 from .base import Strategy
@@ -17,8 +17,8 @@ class Evolutionary(Strategy):
     crossover_rate = 0.5
 
     def propose(self) -> Point:
-        ranked = self.ranked()[: self.population]
-        if len(self.history) < self.warmup or len(ranked) < 2:
+        ranked = self.ranked(with_prior=True)[: self.population]
+        if len(self.history) + len(self.prior) < self.warmup or len(ranked) < 2:
             return self.space.sample(self.rng)
         parent = self._select(ranked)
         if self.rng.random() < self.crossover_rate:

@@ -49,21 +49,22 @@ class KnobSpace:
             if reason:
                 raise InvalidPoint(reason)
 
-    def sample(self, rng: random.Random) -> Point:
+    def sample(self, rng: random.Random, checked: bool = True) -> Point:
+        """A random point; `checked` also makes sure it schedules (costs an apply)."""
         for _ in range(self.max_sample_tries):
             point = {k.name: k.sample(rng) for k in self.knobs}
-            if self.check(point) is None:
+            if not checked or self.check(point) is None:
                 return point
         raise RuntimeError(f"{self.name}: no valid point in {self.max_sample_tries} samples")
 
-    def mutate(self, point: Point, rng: random.Random, steps: int = 1) -> Point:
+    def mutate(self, point: Point, rng: random.Random, steps: int = 1, checked: bool = True) -> Point:
         for _ in range(self.max_sample_tries):
             new = dict(point)
             for knob in rng.sample(self.knobs, min(steps, len(self.knobs))):
                 new[knob.name] = knob.mutate(new[knob.name], rng)
-            if self.check(new) is None:
+            if not checked or self.check(new) is None:
                 return new
-        return self.sample(rng)
+        return self.sample(rng, checked)
 
     def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
         """Each knob from either parent; an invalid child falls back to parent `a`."""
@@ -71,7 +72,14 @@ class KnobSpace:
         return child if self.check(child) is None else dict(a)
 
     def encode(self, point: Point) -> list[float]:
+        """Numbers in [0, 1]: split factors on a log2 scale, choices one-hot."""
         return [x for k in self.knobs for x in k.encode(point[k.name])]
+
+    def project(self, point: Point) -> Point:
+        """The nearest point of this space to a point of a sibling space (another shape of
+        the same operator): used to warm-start from other shapes' records."""
+        naive = self.named("naive")
+        return {k.name: k.project(point[k.name]) if k.name in point else naive[k.name] for k in self.knobs}
 
     def apply(self, point: Point):
         """The TVM schedule for a point; raises InvalidPoint with the reason."""

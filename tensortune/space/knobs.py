@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import random
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any
 
 
+@lru_cache(maxsize=4096)
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -24,6 +26,12 @@ def prime_factors(n: int) -> list[int]:
             n //= p
         p += 1
     return out + ([n] if n > 1 else [])
+
+
+def _factorisations(n: int, parts: int) -> list[tuple[int, ...]]:
+    if parts == 1:
+        return [(n,)]
+    return [(d, *rest) for d in divisors(n) for rest in _factorisations(n // d, parts - 1)]
 
 
 @dataclass(frozen=True)
@@ -70,11 +78,24 @@ class Split:
         return self.sample(rng)
 
     def encode(self, value: tuple[int, ...]) -> list[float]:
-        return [math.log2(v) for v in value[1:]]
+        """log2 of the inner factors (the outer one follows from them), scaled to [0, 1]."""
+        top = math.log2(self.extent) or 1.0
+        return [math.log2(v) / top for v in value[1:]]
 
-    @property
-    def width(self) -> int:
-        return self.parts - 1
+    def options(self) -> list[tuple[int, ...]]:
+        """Every valid value (for strategies that need the list, such as TPE)."""
+        return [v for v in _factorisations(self.extent, self.parts) if v[-1] <= self.max_inner]
+
+    def project(self, value) -> tuple[int, ...]:
+        """The nearest valid value to a split of another extent: inner factors kept where
+        they divide, else the nearest divisor (in log scale) that fits."""
+        factors, rest = [], self.extent
+        for want in reversed(list(value)[1:]):
+            fits = [d for d in divisors(rest) if d <= self.max_inner or factors]
+            best = min(fits, key=lambda d: abs(math.log2(d) - math.log2(want)))
+            factors.append(best)
+            rest //= best
+        return (rest, *reversed(factors))
 
     def trivial(self) -> tuple[int, ...]:
         return (self.extent,) + (1,) * (self.parts - 1)
@@ -98,9 +119,8 @@ class Choice:
     def encode(self, value: Any) -> list[float]:
         return [1.0 if o == value else 0.0 for o in self.options]
 
-    @property
-    def width(self) -> int:
-        return len(self.options)
+    def project(self, value: Any) -> Any:
+        return value if value in self.options else self.options[0]
 
 
 Knob = Split | Choice

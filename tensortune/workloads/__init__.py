@@ -1,5 +1,5 @@
 """Operators defined once in TVM tensor expressions, with references and presets."""
 from . import conv1d, dwconv2d, gemm  # noqa: F401  (registering the built-in families)
-from .registry import FAMILIES, PRESETS, Family, Workload, get_workload, preset, resolve, workload
+from .registry import FAMILIES, PRESETS, Family, Workload, get_workload, preset, resolve, workload, workload_from_key
 
-__all__ = ["FAMILIES", "PRESETS", "Family", "Workload", "get_workload", "preset", "resolve", "workload"]
+__all__ = ["FAMILIES", "PRESETS", "Family", "Workload", "get_workload", "preset", "resolve", "workload", "workload_from_key"]

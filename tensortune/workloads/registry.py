@@ -151,3 +151,12 @@ def _check_buildable(family: Family, values: tuple[int, ...]) -> None:
 def resolve(family: str, shape: tuple[int, ...]) -> Workload:
     """The workload a worker process receives as (family, shape)."""
     return Workload(FAMILIES[family], tuple(shape))
+
+
+def workload_from_key(key: str) -> Workload | None:
+    """The workload a stored key ('gemm(M=8,N=8,K=8)') names, or None for an unknown family."""
+    name, _, args = key.partition("(")
+    if name not in FAMILIES:
+        return None
+    values = dict(part.split("=") for part in args.rstrip(")").split(","))
+    return Workload(FAMILIES[name], tuple(int(values[p]) for p in FAMILIES[name].params))

@@ -1,0 +1,132 @@
+"""Strategy benchmark: random, evolutionary, bo and tpe on the seed CPU workloads, several
+seeds each, all drawing from one replay table per workload (each distinct point measured
+once), so strategies are compared on identical measurements.
+
+Prints, per workload and strategy, the median [min-max] best latency after 16, 32, 64 and
+128 trials, and the trials needed to get within 5% of the best latency any strategy found;
+saves a convergence plot per workload (PNG) and the best-so-far traces (JSON).
+
+    .venv/bin/python benchmarks/strategies.py [--seeds 5] [--trials 128] [--out benchmarks/results]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+from tensortune.db import Database, Task
+from tensortune.measure import MeasureConfig, Measurer
+from tensortune.measure.replay import ReplayTable
+from tensortune.search import make_strategy
+from tensortune.space import make_space
+from tensortune.target import make_target
+from tensortune.workloads import get_workload
+
+WORKLOADS = ("conv1d-1024", "dwconv2d-seed", "gemm-1024")
+STRATEGIES = ("random", "evolutionary", "bo", "tpe")
+CHECKPOINTS = (16, 32, 64, 128)
+SPACE = "cpu-template"
+
+
+def trace(strategy_name: str, seed: int, space, replay: ReplayTable, trials: int, batch: int) -> dict:
+    """Best-so-far latency after every trial, and the time the strategy itself took."""
+    strategy = make_strategy(strategy_name, space, seed)
+    best, curve, ask_s = float("inf"), [], 0.0
+    while len(curve) < trials:
+        start = time.perf_counter()
+        points = strategy.ask(min(batch, trials - len(curve)))
+        ask_s += time.perf_counter() - start
+        if not points:
+            break
+        results = replay.measure(points)
+        strategy.tell(points, results)
+        for r in results:
+            best = min(best, r.latency)
+            curve.append(best)
+    return {"curve": curve, "ask_s": ask_s}
+
+
+def trials_to_reach(curve: list[float], target: float) -> int | None:
+    return next((i + 1 for i, v in enumerate(curve) if v <= target), None)
+
+
+def summarise(name: str, runs: dict[str, list[dict]], out: Path) -> None:
+    best_any = min(min(r["curve"]) for rs in runs.values() for r in rs)
+    target = best_any * 1.05
+    print(f"\n{name}: best latency any strategy found {best_any * 1e3:.4f} ms; "
+          f"median [min-max] best ms over {len(next(iter(runs.values())))} seeds")
+    print(f"{'strategy':13}" + "".join(f"{'@' + str(c):>26}" for c in CHECKPOINTS) + f"{'to within 5%':>16}{'ask s':>8}")
+    for strategy, rs in runs.items():
+        cells = []
+        for c in CHECKPOINTS:
+            values = [r["curve"][min(c, len(r["curve"])) - 1] * 1e3 for r in rs]
+            cells.append(f"{statistics.median(values):9.4f} [{min(values):.4f}-{max(values):.4f}]")
+        reach = [trials_to_reach(r["curve"], target) for r in rs]
+        median_reach = statistics.median(math.inf if x is None else x for x in reach)
+        reach_text = f"{'never' if math.isinf(median_reach) else f'{median_reach:g}'} " \
+                     f"({sum(x is not None for x in reach)}/{len(reach)})"
+        print(f"{strategy:13}" + "".join(f"{c:>26}" for c in cells) + f"{reach_text:>16}"
+              f"{statistics.median(r['ask_s'] for r in rs):8.1f}")
+    _plot(name, runs, best_any, out / f"strategies-{name}.png")
+
+
+def _plot(name: str, runs: dict[str, list[dict]], best_any: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for strategy, rs in runs.items():
+        n = min(len(r["curve"]) for r in rs)
+        per_trial = [[r["curve"][i] * 1e3 for r in rs] for i in range(n)]
+        x = range(1, n + 1)
+        ax.plot(x, [statistics.median(v) for v in per_trial], label=strategy)
+        ax.fill_between(x, [min(v) for v in per_trial], [max(v) for v in per_trial], alpha=0.15)
+    ax.axhline(best_any * 1.05e3, color="grey", linestyle=":", label="within 5% of best found")
+    ax.set(xlabel="trials", ylabel="best latency so far (ms)", title=f"{name}: median and range over seeds",
+           yscale="log")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
+    parser.add_argument("--db", default="strategies-replay.db", help="the replay tables (reused when re-run)")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    target = make_target("cpu", MeasureConfig().threads)
+    db = Database(args.db)
+    # quicker timing than a tuning run: the table only has to rank points, and each is timed once
+    config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5)
+    all_runs = {}
+    for name in args.workloads:
+        wl = get_workload(name)
+        space = make_space(SPACE, wl)
+        task = Task(wl.key, target.name, target.hardware, SPACE)
+        start = time.perf_counter()
+        with Measurer(wl, SPACE, target.spec, config) as measurer:
+            replay = ReplayTable(db, task, measurer)
+            runs = {s: [trace(s, seed, space, replay, args.trials, args.batch) for seed in range(args.seeds)]
+                    for s in args.strategies}
+        print(f"[{name}: {replay.measured} new points measured, {len(replay.table)} in the table, "
+              f"{time.perf_counter() - start:.0f} s]")
+        summarise(name, runs, out)
+        all_runs[name] = runs
+    (out / "strategies.json").write_text(json.dumps(all_runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Bayesian optimisation over a discrete schedule space (BoTorch + GPyTorch).
+
+Surrogate: a Gaussian process of log throughput (minus log latency; warm-start records of
+other shapes arrive with latencies rescaled by FLOPs, so they are comparable) over the
+space's encoding in the unit cube. Failures (invalid, build errors, wrong results, crashes)
+train a separate feasibility GP on 0/1 labels: a candidate counts as feasible where that
+model predicts a label over one half.
+
+Acquisition, kept apart from the models: a pool of fresh samples and mutants of the best
+points (never a point already measured) is screened with analytic log expected improvement
+plus log probability of feasibility; the shortlist then goes to batch qLogEI with the
+feasibility constraint, maximised greedily with chosen points pending, so the q points of
+one batch spread out instead of piling onto one optimum.
+"""
+from __future__ import annotations
+
+import math
+
+from ..measure import Result
+from ..space import Point, point_key
+from .base import Strategy
+
+
+class BayesianOptimisation(Strategy):
+    name = "bo"
+    initial = 8  # random points before the first model
+    pool_samples = 384
+    pool_mutants = 192
+    shortlist = 64
+    mc_samples = 32
+    fit_iterations = 30  # L-BFGS steps per GP fit: enough for the hyperparameters, and fast
+
+    def ask(self, n: int) -> list[Point]:
+        if len(self.observations()) < self.initial or len(self.ranked(with_prior=True)) < 2:
+            return super().ask(n)
+        import torch
+
+        torch.manual_seed(self.rng.randrange(2**31))
+        pool = self._pool()
+        chosen = self._select(pool, n) if pool else []
+        for point in chosen:
+            self.seen.add(point_key(point))
+        return chosen or super().ask(n)
+
+    def propose(self) -> Point:
+        return self.space.sample(self.rng)
+
+    def observations(self) -> list[tuple[Point, Result]]:
+        """Everything the models learn from: this task's trials and any warm-start records."""
+        return self.prior + self.history
+
+    def _pool(self) -> list[Point]:
+        ranked = [p for p, _ in self.ranked(with_prior=True)[:8]]
+        raw = [self.space.sample(self.rng, checked=False) for _ in range(self.pool_samples)]
+        raw += [self.space.mutate(self.rng.choice(ranked), self.rng, steps=self.rng.choice((1, 2)), checked=False)
+                for _ in range(self.pool_mutants)]
+        unique = {point_key(p): p for p in raw}
+        return [p for k, p in unique.items() if k not in self.seen]
+
+    def _select(self, pool: list[Point], n: int) -> list[Point]:
+        import torch
+        from botorch.optim import optimize_acqf_discrete
+
+        X, y, feasible = self._data()
+        objective = _fit_gp(X[feasible], y[feasible].unsqueeze(-1), self.fit_iterations)
+        feasibility = None if bool(feasible.all()) else _fit_gp(X, feasible.double().unsqueeze(-1),
+                                                                self.fit_iterations, standardize=False)
+        choices = torch.tensor([self.space.encode(p) for p in pool], dtype=torch.double)
+        best = float(y[feasible].max())
+        with torch.no_grad():
+            scores = screen(objective, feasibility, choices, best)
+        keep = scores.topk(min(self.shortlist, len(pool))).indices
+        acquisition = self._batch_acquisition(objective, feasibility, best)
+        picked, _ = optimize_acqf_discrete(acquisition, q=min(n, len(keep)), choices=choices[keep], unique=True)
+        index = {tuple(row): i for i, row in enumerate(choices.tolist())}
+        return [pool[index[tuple(row)]] for row in picked.tolist()]
+
+    def _batch_acquisition(self, objective, feasibility, best: float):
+        import torch
+        from botorch.acquisition.logei import qLogExpectedImprovement
+        from botorch.acquisition.objective import GenericMCObjective
+        from botorch.models import ModelListGP
+        from botorch.sampling import SobolQMCNormalSampler
+
+        sampler = SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=self.rng.randrange(2**31))
+        if feasibility is None:
+            return qLogExpectedImprovement(objective, best_f=best, sampler=sampler)
+        return qLogExpectedImprovement(
+            ModelListGP(objective, feasibility), best_f=best, sampler=sampler,
+            objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
+            constraints=[lambda Z: 0.5 - Z[..., 1]])  # satisfied (<= 0) where the label is over 1/2
+
+    def _data(self):
+        import torch
+
+        obs = self.observations()
+        X = torch.tensor([self.space.encode(p) for p, _ in obs], dtype=torch.double)
+        feasible = torch.tensor([r.ok for _, r in obs])
+        y = torch.tensor([-math.log(r.latency) if r.ok else 0.0 for _, r in obs], dtype=torch.double)
+        return X, y, feasible
+
+
+def log_expected_improvement(mean, std, best: float):
+    """log E[max(f - best, 0)] for f ~ N(mean, std^2): log(std) + log(phi(z) + z Phi(z))."""
+    import torch
+
+    z = (mean - best) / std
+    normal = torch.distributions.Normal(0.0, 1.0)
+    return std.log() + (normal.log_prob(z).exp() + z * normal.cdf(z)).clamp_min(1e-300).log()
+
+
+def log_probability_feasible(mean, std):
+    """log P(label > 1/2) for label ~ N(mean, std^2)."""
+    import torch
+
+    return torch.special.log_ndtr((mean - 0.5) / std)
+
+
+def screen(objective, feasibility, X, best: float):
+    """Analytic score of each row of X: log EI of the objective + log P(feasible)."""
+    post = objective.posterior(X)
+    score = log_expected_improvement(post.mean.squeeze(-1), post.variance.clamp_min(1e-12).sqrt().squeeze(-1), best)
+    if feasibility is not None:
+        feas = feasibility.posterior(X)
+        score = score + log_probability_feasible(feas.mean.squeeze(-1),
+                                                 feas.variance.clamp_min(1e-12).sqrt().squeeze(-1))
+    return score
+
+
+def _fit_gp(X, Y, iterations: int, standardize: bool = True):
+    import warnings
+
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms.outcome import Standardize
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 0/1 labels are not standardised, on purpose
+        model = SingleTaskGP(X, Y, outcome_transform=Standardize(m=1) if standardize else None)
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model),
+                         optimizer_kwargs={"options": {"maxiter": iterations}})
+    return model

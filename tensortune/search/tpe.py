@@ -1,0 +1,80 @@
+"""Tree-structured Parzen estimator (Optuna) as a second model-based baseline.
+
+Every knob becomes an Optuna categorical distribution (a split's options are all of its valid
+factorisations), so Optuna's ask/tell maps one to one onto ours. Failed candidates are told
+as failed trials; a proposal we already measured is answered from the history at once.
+"""
+from __future__ import annotations
+
+import json
+
+from ..measure import Result
+from ..space import Point, point_key
+from ..space.knobs import Split
+from .base import Strategy
+
+
+class TreeParzen(Strategy):
+    name = "tpe"
+    startup = 8
+
+    def __init__(self, space, seed: int = 0):
+        super().__init__(space, seed)
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.startup, constant_liar=True,
+                                             multivariate=True)
+        self.study = optuna.create_study(sampler=sampler)
+        self.distributions = {k.name: optuna.distributions.CategoricalDistribution(
+            [json.dumps(v) for v in (k.options() if isinstance(k, Split) else k.options)]) for k in space.knobs}
+        self.open: dict[str, list] = {}  # point key -> Optuna trials awaiting a result
+        self.known: dict[str, Result] = {}
+        self.asked: set[str] = set()  # keys Optuna proposed itself
+
+    def propose(self) -> Point:
+        trial = self.study.ask(self.distributions)
+        point = {name: _decode(text) for name, text in trial.params.items()}
+        key = point_key(point)
+        self.asked.add(key)
+        if key in self.known:
+            self._finish(trial, self.known[key])  # a repeat: Optuna learns it at no cost
+        else:
+            self.open.setdefault(key, []).append(trial)
+        return point
+
+    def tell(self, points: list[Point], results: list[Result]) -> None:
+        super().tell(points, results)
+        for point, result in zip(points, results):
+            key = point_key(point)
+            self.known[key] = result
+            for trial in self.open.pop(key, []):
+                self._finish(trial, result)
+            if key not in self.asked:
+                self._add(point, result)  # told without asking: a resumed run's records
+
+    def warm_start(self, points: list[Point], results: list[Result]) -> None:
+        super().warm_start(points, results)
+        for point, result in zip(points, results):
+            self._add(point, result)
+
+    def _finish(self, trial, result: Result) -> None:
+        import optuna
+
+        if result.ok:
+            self.study.tell(trial, result.latency)
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def _add(self, point: Point, result: Result) -> None:
+        import optuna
+
+        params = {name: json.dumps(list(v) if isinstance(v, tuple) else v) for name, v in point.items()}
+        self.study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=self.distributions, value=result.latency if result.ok else None,
+            state=optuna.trial.TrialState.COMPLETE if result.ok else optuna.trial.TrialState.FAIL))
+
+
+def _decode(text: str):
+    value = json.loads(text)
+    return tuple(value) if isinstance(value, list) else value
