@@ -1,6 +1,8 @@
 """Strategy benchmark: random, evolutionary, bo and tpe on the seed CPU workloads, several
 seeds each, all drawing from one replay table per workload (each distinct point measured
-once), so strategies are compared on identical measurements.
+once), so strategies are compared on identical measurements. At the end the fastest points
+of the table are re-timed carefully, and the curves use those times, so that the "best
+found" is not one lucky timing.
 
 Prints, per workload and strategy, the median [min-max] best latency after 16, 32, 64 and
 128 trials, and the trials needed to get within 5% of the best latency any strategy found;
@@ -21,7 +23,7 @@ from tensortune.db import Database, Task
 from tensortune.measure import MeasureConfig, Measurer
 from tensortune.measure.replay import ReplayTable
 from tensortune.search import make_strategy
-from tensortune.space import make_space
+from tensortune.space import make_space, point_key
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
 
@@ -32,21 +34,26 @@ SPACE = "cpu-template"
 
 
 def trace(strategy_name: str, seed: int, space, replay: ReplayTable, trials: int, batch: int) -> dict:
-    """Best-so-far latency after every trial, and the time the strategy itself took."""
+    """The points a strategy measured, in order, and the time the strategy itself took."""
     strategy = make_strategy(strategy_name, space, seed)
-    best, curve, ask_s = float("inf"), [], 0.0
-    while len(curve) < trials:
+    keys, ask_s = [], 0.0
+    while len(keys) < trials:
         start = time.perf_counter()
-        points = strategy.ask(min(batch, trials - len(curve)))
+        points = strategy.ask(min(batch, trials - len(keys)))
         ask_s += time.perf_counter() - start
         if not points:
             break
-        results = replay.measure(points)
-        strategy.tell(points, results)
-        for r in results:
-            best = min(best, r.latency)
-            curve.append(best)
-    return {"curve": curve, "ask_s": ask_s}
+        strategy.tell(points, replay.measure(points))
+        keys += [point_key(p) for p in points]
+    return {"keys": keys, "ask_s": ask_s}
+
+
+def best_so_far(keys: list[str], replay: ReplayTable) -> list[float]:
+    best, curve = float("inf"), []
+    for key in keys:
+        best = min(best, replay.table[key].latency)
+        curve.append(best)
+    return curve
 
 
 def trials_to_reach(curve: list[float], target: float) -> int | None:
@@ -103,6 +110,7 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
     parser.add_argument("--db", default="strategies-replay.db", help="the replay tables (reused when re-run)")
+    parser.add_argument("--refine", type=int, default=32, help="fastest points re-timed carefully at the end")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
     out = Path(args.out)
@@ -117,10 +125,14 @@ def main() -> None:
         space = make_space(SPACE, wl)
         task = Task(wl.key, target.name, target.hardware, SPACE)
         start = time.perf_counter()
-        with Measurer(wl, SPACE, target.spec, config) as measurer:
+        with Measurer(space, target.spec, config) as measurer:
             replay = ReplayTable(db, task, measurer)
             runs = {s: [trace(s, seed, space, replay, args.trials, args.batch) for seed in range(args.seeds)]
                     for s in args.strategies}
+            replay.refine(args.refine)
+        for rs in runs.values():
+            for r in rs:
+                r["curve"] = best_so_far(r["keys"], replay)
         print(f"[{name}: {replay.measured} new points measured, {len(replay.table)} in the table, "
               f"{time.perf_counter() - start:.0f} s]")
         summarise(name, runs, out)

@@ -29,10 +29,13 @@ MCPU = typer.Option(None, "--mcpu", help="LLVM CPU name (default: this machine's
 
 
 @app.command()
-def tune(workload: str = typer.Argument(..., help="preset (gemm-1024) or family (gemm, with --shape)"),
+def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (gemm, with --shape), "
+                                                   "or your operator: FILE.py:FUNCTION (with --shape)"),
          shape: Optional[str] = SHAPE, target: str = TARGET,
          trials: int = typer.Option(64, "--trials", min=1, help="search trials for this task, earlier runs' included"),
-         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe"),
+         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | metaschedule (TVM's own tuner, re-timed by us)"),
+         space: str = typer.Option("cpu-template", "--space",
+                                   help="cpu-template (expert knobs) | sketch (MetaSchedule's, any operator)"),
          seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
          mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
          baselines: bool = typer.Option(True, help="also time numpy (and torch) on the same machine"),
@@ -45,18 +48,21 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024) or family 
     from .measure import MeasureConfig
     from .tuner import TuneConfig
     from .search import strategy_class
+    from .space import SPACES
     from .tuner import tune as run_tuner
 
-    strategy_class(strategy)  # reject an unknown name before any work starts
+    strategy_class(strategy)  # reject unknown names before any work starts
+    if space not in SPACES:
+        raise UserError(f"unknown space '{space}'; known: {', '.join(SPACES)}")
     wl, tgt, database = _setup(workload, shape, target, threads, mcpu, db)
-    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch,
+    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
                         warm_start_family=warm_start_family)
     with _progress(as_json) as bar:
         job = bar.add_task(f"tuning {wl.preset or wl.key}", total=trials)
         update = lambda done, total, best: bar.update(  # noqa: E731
             job, completed=done, description=f"tuning {wl.preset or wl.key}  best {_ms(best)}")
         summary = run_tuner(wl, tgt, database, config, MeasureConfig(threads=tgt.threads), update)
-    if baselines:
+    if baselines and wl.family.source is None:
         summary.baselines = measure_baselines(wl.name, wl.shape, tgt.threads)
     if as_json:
         print(json.dumps(report.as_json(summary)))

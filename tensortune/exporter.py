@@ -4,22 +4,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .db import Database, Task
+from .db import Database
 from .errors import UserError
 from .space import make_space
 from .target import Target
 from .workloads import Workload
 
 
-def export_best(wl: Workload, target: Target, db: Database, folder: Path, space: str = "cpu-template") -> list[Path]:
+def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> list[Path]:
+    """The fastest correct record for this workload on this hardware, from any space."""
     import tvm
 
-    task = Task(wl.key, target.name, target.hardware, space)
-    best = db.best(task)
-    if best is None:
+    tasks = [t for t in db.tasks(wl.key) if (t.target, t.hardware) == (target.name, target.hardware)]
+    candidates = [(record, task) for task in tasks for record in [db.best(task)] if record is not None]
+    if not candidates:
         raise UserError(f"no correct kernel for {wl.key} on this hardware ({target.hardware}) in {db.path}; "
                         f"run 'tensortune tune' first")
-    schedule = make_space(space, wl).apply(best.point)
+    best, task = min(candidates, key=lambda c: c[0].result.latency)
+    space = task.space
+    schedule = make_space(space, wl, target.spec).apply(best.point)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:

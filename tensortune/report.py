@@ -26,7 +26,8 @@ def as_json(summary: Summary) -> dict:
         "ms": {k: None if v is None else v * 1e3 for k, v in times.items()},
         "gflops": {k: _gflops(wl.flops, v) for k, v in times.items()},
         "speedup_over_naive": ratio("naive", "tuned"), "speedup_over_hand": ratio("hand", "tuned"),
-        "speedup_over_numpy": ratio("vendor:numpy", "tuned"),
+        "speedup_over_numpy": ratio("vendor:numpy", "tuned"), "space": summary.task.space,
+        "verified_against": _verified_against(summary),
         "spread": summary.best.spread if summary.best else None,
         "best_point": summary.best_point, "trials": summary.trials, "new_trials": summary.new_trials,
         "tuning_s": summary.tuning_s, "trials_per_min": summary.trials_per_min, "failures": summary.failures,
@@ -45,9 +46,17 @@ def table(summary: Summary) -> Table:
         speedup = times["tuned"] / seconds if seconds and times["tuned"] and name != "tuned" else None
         grid.add_row(name, _fmt(seconds and seconds * 1e3, ".4f"), _fmt(_gflops(wl.flops, seconds), ".1f"),
                      _fmt(speedup and 1 / speedup, ".2f"))
+    notes = [f"space {summary.task.space}; every kernel checked against the {_verified_against(summary)}"]
     if summary.failures:
-        grid.caption = "failed candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items()))
+        notes.append("failed candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
+    grid.caption = "\n".join(notes)
     return grid
+
+
+def _verified_against(summary: Summary) -> str:
+    if summary.workload.family.reference is None:
+        return "unscheduled kernel's output (no NumPy reference given)"
+    return "NumPy reference"
 
 
 def _seconds(result) -> float | None:
@@ -55,7 +64,7 @@ def _seconds(result) -> float | None:
 
 
 def _gflops(flops: int, seconds: float | None) -> float | None:
-    return flops / seconds / 1e9 if seconds else None
+    return flops / seconds / 1e9 if seconds and flops else None
 
 
 def _fmt(value: float | None, spec: str) -> str:

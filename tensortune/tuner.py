@@ -7,14 +7,16 @@ again, together and more carefully, so the reported ratios come from one sitting
 """
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .db import Database, Task
 from .measure import Measurer, MeasureConfig, Result
-from .search import DEFAULT, make_strategy
-from .space import InvalidPoint, Point, make_space
+from .search import DEFAULT, make_strategy, metaschedule
+from .space import CpuTemplateSpace, InvalidPoint, Point, make_space
+from .space.sketch import SketchSpace, TraceSpace
 from .target import Target
 from .workloads import Workload, workload_from_key
 
@@ -27,7 +29,7 @@ class TuneConfig:
     batch: int = 16  # candidates per round: enough to keep the builders busy
     final_top: int = 3  # best search results re-timed at the end
     cutoff: float = 10.0  # candidates this many times slower than the best so far are timed once
-    space: str = "cpu-template"
+    space: str = "cpu-template"  # or "sketch": MetaSchedule's design space, for any operator
     warm_start_family: bool = False  # also learn from other shapes of the same operator
 
 
@@ -56,14 +58,16 @@ Progress = Callable[[int, int, float], None]  # (trials done, trials wanted, bes
 
 def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
          measure: MeasureConfig, progress: Progress = lambda *_: None) -> Summary:
-    space = make_space(config.space, workload)
+    if config.strategy == metaschedule.NAME:
+        return _tune_with_metaschedule(workload, target, db, config, measure, progress)
+    space = make_space(config.space, workload, target.spec)
     task = Task(workload.key, target.name, target.hardware, config.space)
     strategy = make_strategy(config.strategy, space, config.seed)
     past = db.records(task)  # same workload, target and hardware: a resumed run or warm start
     strategy.tell([r.point for r in past], [r.result for r in past])
     if config.warm_start_family:
         strategy.warm_start(*_family_evidence(workload, task, space, db))
-    with Measurer(workload, config.space, target.spec, measure) as measurer:
+    with Measurer(space, target.spec, measure) as measurer:
         start, done = time.perf_counter(), len(past)
         progress(done, config.trials, _best(strategy.history))
         while done < config.trials:
@@ -77,23 +81,51 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
             progress(done, config.trials, _best(strategy.history))
         tuning_s = time.perf_counter() - start
         finals = _retime(space, strategy.ranked()[: config.final_top], measurer, db, task)
+    return _summary(workload, task, measure, finals, strategy.history, len(past), tuning_s)
+
+
+def _tune_with_metaschedule(workload, target, db, config, measure, progress) -> Summary:
+    """MetaSchedule tunes under its own loop; we then re-verify and re-time its records."""
+    space = TraceSpace(SketchSpace(workload, target.spec))
+    task = Task(workload.key, target.name, target.hardware, space.name)
+    history = [(r.point, r.result) for r in db.records(task)]
+    past, tuning_s = len(history), 0.0
+    with Measurer(space, target.spec, measure) as measurer:
+        if past < config.trials:  # a finished run is not repeated
+            with tempfile.TemporaryDirectory(prefix="tensortune-ms-") as work_dir:
+                run = metaschedule.run_metaschedule(workload, target.spec, config.trials, measure.threads,
+                                                    work_dir, config.seed)
+            tuning_s, history = run.wall_s, []
+            for i in range(0, len(run.traces), config.batch):
+                points = [{"trace": t} for t in run.traces[i:i + config.batch]]
+                results = measurer.measure(points, cutoff_s=config.cutoff * _best(history))
+                db.add(task, "search", points, results)
+                history += zip(points, results)
+                progress(len(history), config.trials, _best(history))
+        ranked = sorted((h for h in history if h[1].ok), key=lambda h: h[1].latency)
+        finals = _retime(space, ranked[: config.final_top], measurer, db, task)
+    return _summary(workload, task, measure, finals, history, past if past >= config.trials else 0, tuning_s)
+
+
+def _summary(workload, task, measure, finals, history, past: int, tuning_s: float) -> Summary:
     best_point, best = min(finals.get("final", []), key=lambda f: f[1].latency, default=(None, None))
-    return Summary(workload, task, measure.threads, best_point, best,
-                   _only(finals.get("naive")), _only(finals.get("hand")), done, done - len(past), tuning_s,
-                   _failures(strategy.history))
+    return Summary(workload, task, measure.threads, best_point, best, _only(finals.get("naive")),
+                   _only(finals.get("hand")), len(history), len(history) - past, tuning_s, _failures(history))
 
 
 def _retime(space, ranked, measurer: Measurer, db: Database, task: Task) -> dict[str, list]:
-    """Time naive, hand and the top search results in one batch with the final settings."""
-    labelled = [("naive", space.named("naive"))]
+    """Time naive, hand (both from the template space, whatever the search space) and the
+    top search results in one sitting, with the final settings."""
+    template = CpuTemplateSpace(space.workload)
+    labelled = [("naive", template.named("naive"))]
     try:
-        labelled.append(("hand", space.named("hand")))
+        labelled.append(("hand", template.named("hand")))
     except InvalidPoint:
         pass  # a workload without a hand schedule
-    labelled += [("final", point) for point, _ in ranked]
-    results = measurer.measure([p for _, p in labelled], final=True)
     out: dict[str, list] = {}
-    for (label, point), result in zip(labelled, results):
+    results = measurer.measure([p for _, p in labelled], final=True, space=template)
+    results += measurer.measure([p for p, _ in ranked], final=True)
+    for (label, point), result in zip(labelled + [("final", p) for p, _ in ranked], results):
         db.add(task, label, [point], [result])
         out.setdefault(label, []).append((point, result))
     return out

@@ -53,7 +53,7 @@ def test_measurer_verifies_times_and_records_every_outcome(target_spec):
     space = make_space("cpu-template", wl)
     good = space.named("hand")
     broken = good | {"tile.i": (3, 3, 3)}  # does not multiply to 16
-    with Measurer(wl, "cpu-template", target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
+    with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
         ok, bad = m.measure([good, broken])
     assert ok.ok and len(ok.runs) >= 3 and ok.threads == 2 and ok.latency > 0 and ok.build_s > 0
     assert bad.status == "invalid" and "multiply to 16" in bad.reason and bad.latency == float("inf")
@@ -62,6 +62,6 @@ def test_measurer_verifies_times_and_records_every_outcome(target_spec):
 def test_a_hopeless_candidate_is_timed_once(target_spec):
     wl = get_workload("gemm", "16,16,16")
     space = make_space("cpu-template", wl)
-    with Measurer(wl, "cpu-template", target_spec, MeasureConfig(threads=2, repeat=5, min_repeat_ms=1)) as m:
+    with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=5, min_repeat_ms=1)) as m:
         (slow,) = m.measure([space.named("naive")], cutoff_s=1e-12)
     assert slow.ok and len(slow.runs) == 1 and "timed once" in slow.reason

@@ -51,3 +51,44 @@ def test_an_interrupted_run_resumes_without_measuring_anything_twice(tmp_path):
     assert summary.new_trials == 8 and summary.trials == 20
     points = [r[0] for r in sqlite3.connect(path).execute("SELECT point FROM records WHERE label='search'")]
     assert len(points) == 20 and len(set(points)) == 20
+
+
+def test_family_warm_start_projects_other_shapes_and_rescales_latency(tmp_path):
+    from tensortune.db import Task
+    from tensortune.space import make_space
+    from tensortune.tuner import _family_evidence
+
+    db = Database(str(tmp_path / "t.db"))
+    target = make_target("cpu", 2)
+    small = get_workload("gemm", "16,16,16")
+    tune(small, target, db, TuneConfig(trials=6, batch=6), FAST)
+    big = get_workload("gemm", "32,24,16")
+    space = make_space("cpu-template", big)
+    task = Task(big.key, target.name, target.hardware, "cpu-template")
+    points, results = _family_evidence(big, task, space, db)
+    assert len(points) == 6
+    assert all(space.check(p) is None for p in points)
+    small_task = Task(small.key, target.name, target.hardware, "cpu-template")
+    small_runs = sorted(r.result.runs[0] for r in db.records(small_task) if r.result.ok)
+    assert sorted(r.runs[0] for r in results if r.ok) == pytest.approx(
+        [t * big.flops / small.flops for t in small_runs])
+
+
+def test_replay_table_measures_each_point_once(tmp_path):
+    from tensortune.db import Task
+    from tensortune.measure import Measurer
+    from tensortune.measure.replay import ReplayTable
+    from tensortune.space import make_space
+
+    wl = get_workload("conv1d", "20,5")
+    target = make_target("cpu", 2)
+    space = make_space("cpu-template", wl)
+    db = Database(str(tmp_path / "t.db"))
+    task = Task(wl.key, target.name, target.hardware, "cpu-template")
+    points = [space.named("naive"), space.named("hand")]
+    with Measurer(space, target.spec, FAST) as measurer:
+        replay = ReplayTable(db, task, measurer)
+        first = replay.measure(points + points[:1])
+        again = replay.measure(points[::-1])
+    assert replay.measured == 2 and first[0] is first[2] and again == first[1::-1]
+    assert ReplayTable(db, task).measure(points) == first[:2]  # offline, from the database

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from ..space import point_key
+from ..space import InvalidPoint, point_key
 from . import tasks
 from .config import MeasureConfig, Timing
 from .pool import Outcome, WorkerPool
@@ -16,30 +16,43 @@ from .result import Result
 
 
 class Measurer:
-    def __init__(self, workload, space_name: str, target: dict, config: MeasureConfig):
-        self.workload = (workload.name, workload.shape)
-        self.space_name, self.target, self.config = space_name, target, config
+    def __init__(self, space, target: dict, config: MeasureConfig):
+        self.space, self.target, self.config = space, target, config
+        self.workload = space.workload.ident
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.builders = WorkerPool(config.build_workers, tasks.build)
         self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)})
 
-    def measure(self, points: list[dict], final: bool = False, cutoff_s: float = float("inf")) -> list[Result]:
-        """Build, verify and time. `final` uses the careful final timing settings; a kernel
-        whose first call exceeds `cutoff_s` is timed by that call alone."""
+    def measure(self, points: list[dict], final: bool = False, cutoff_s: float = float("inf"),
+                space=None) -> list[Result]:
+        """Build, verify and time points of `space` (default: the measurer's; it must be of the
+        same workload). `final` uses the careful final timing settings; a kernel whose first
+        call exceeds `cutoff_s` is timed by that call alone."""
         cfg = self.config
         paths = [os.path.join(self.tmp.name, f"{abs(hash(point_key(p)))}.so") for p in points]
-        builds = self.builders.map([tasks.BuildTask(self.workload, self.space_name, p, self.target, path)
-                                    for p, path in zip(points, paths)], cfg.build_timeout_s)
+        builds = self._build(space or self.space, points, paths)
         timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
                   else Timing(cfg.repeat, cfg.min_repeat_ms, cutoff_s=cutoff_s))
         built = [i for i, b in enumerate(builds) if b.ok]
+        # a kernel past the cutoff is only timed once, so it may run 8x the cutoff at most
+        # (enough for the careful timing of one just under it); slower ones are stopped
+        run_timeout = min(cfg.run_timeout_s, max(1.0, 8 * cutoff_s))
         runs = self.runner.map([tasks.RunTask(self.workload, paths[i], timing, cfg.seed) for i in built],
-                               cfg.run_timeout_s)
+                               run_timeout)
         results = [_build_failure(b) for b in builds]
         for i, outcome in zip(built, runs):
             results[i] = _run_result(outcome, builds[i].value)
             os.remove(paths[i])
         return results
+
+    def _build(self, space, points: list[dict], paths: list[str]) -> list[Outcome]:
+        """Schedule here, compile in the workers; an invalid point never reaches a worker."""
+        outcomes = [_schedule(space, p) for p in points]
+        todo = [i for i, o in enumerate(outcomes) if o.ok]
+        jobs = [tasks.BuildTask(outcomes[i].value, self.target, paths[i]) for i in todo]
+        for i, built in zip(todo, self.builders.map(jobs, self.config.build_timeout_s)):
+            outcomes[i] = built
+        return outcomes
 
     def close(self) -> None:
         self.builders.close()
@@ -53,11 +66,21 @@ class Measurer:
         self.close()
 
 
+def _schedule(space, point: dict) -> Outcome:
+    """The scheduled module as JSON for a builder, or the reason the point is invalid."""
+    import tvm
+
+    try:
+        return Outcome(True, tvm.ir.save_json(space.apply(point).mod))
+    except InvalidPoint as err:
+        return Outcome(False, kind="invalid", reason=str(err))
+
+
 def _build_failure(outcome: Outcome) -> Result | None:
     if outcome.ok:
         return None
-    if outcome.kind == "error" and outcome.reason.startswith("InvalidPoint"):
-        return Result("invalid", outcome.reason.removeprefix("InvalidPoint: "))
+    if outcome.kind == "invalid":
+        return Result("invalid", outcome.reason)
     return Result(f"build_{outcome.kind}", outcome.reason)
 
 

@@ -1,5 +1,8 @@
 """Search strategies behind one ask/tell interface, one per module."""
+import importlib.util
+
 from ..errors import UserError
+from . import metaschedule
 from .base import Strategy
 from .bo import BayesianOptimisation
 from .evolutionary import Evolutionary
@@ -11,14 +14,23 @@ STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (RandomSearch, Evolu
 DEFAULT = Evolutionary.name
 
 
-def strategy_class(name: str) -> type[Strategy]:
+def strategy_class(name: str) -> type[Strategy] | None:
+    """The ask/tell class for `name`; None for 'metaschedule', which runs under its own loop."""
+    if name == metaschedule.NAME:
+        return None
     if name not in STRATEGIES:
-        raise UserError(f"unknown strategy '{name}'; known: {', '.join(STRATEGIES)}")
+        raise UserError(f"unknown strategy '{name}'; known: {', '.join([*STRATEGIES, metaschedule.NAME])}")
+    missing = [m for m in STRATEGIES[name].requires if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UserError(f"strategy '{name}' needs {', '.join(missing)}: pip install -e '.[search]'")
     return STRATEGIES[name]
 
 
 def make_strategy(name: str, space, seed: int) -> Strategy:
-    return strategy_class(name)(space, seed)
+    cls = strategy_class(name)
+    if cls is None:
+        raise UserError(f"'{name}' runs under its own loop, not ask/tell: use tensortune.tuner.tune")
+    return cls(space, seed)
 
 
 __all__ = ["DEFAULT", "STRATEGIES", "Strategy", "make_strategy", "strategy_class"]

@@ -16,6 +16,7 @@ from ..space import KnobSpace, Point, point_key
 
 class Strategy:
     name = "base"
+    requires: tuple[str, ...] = ()  # optional packages the strategy imports lazily
 
     def __init__(self, space: KnobSpace, seed: int = 0):
         self.space = space

@@ -6,8 +6,10 @@ space's encoding in the unit cube. Failures (invalid, build errors, wrong result
 train a separate feasibility GP on 0/1 labels: a candidate counts as feasible where that
 model predicts a label over one half.
 
-Acquisition, kept apart from the models: a pool of fresh samples and mutants of the best
-points (never a point already measured) is screened with analytic log expected improvement
+Acquisition, kept apart from the models: a pool of mutants and crossovers of the best
+points (local moves in tile space, where good schedules cluster) plus fresh samples (so the
+search can still jump), never a point already measured, is screened with analytic log
+expected improvement
 plus log probability of feasibility; the shortlist then goes to batch qLogEI with the
 feasibility constraint, maximised greedily with chosen points pending, so the q points of
 one batch spread out instead of piling onto one optimum.
@@ -23,9 +25,11 @@ from .base import Strategy
 
 class BayesianOptimisation(Strategy):
     name = "bo"
+    requires = ("torch", "botorch", "gpytorch")
     initial = 8  # random points before the first model
-    pool_samples = 384
-    pool_mutants = 192
+    pool_samples = 160
+    pool_mutants = 480
+    pool_parents = 16
     shortlist = 64
     mc_samples = 32
     fit_iterations = 30  # L-BFGS steps per GP fit: enough for the hyperparameters, and fast
@@ -50,10 +54,13 @@ class BayesianOptimisation(Strategy):
         return self.prior + self.history
 
     def _pool(self) -> list[Point]:
-        ranked = [p for p, _ in self.ranked(with_prior=True)[:8]]
+        ranked = [p for p, _ in self.ranked(with_prior=True)[: self.pool_parents]]
         raw = [self.space.sample(self.rng, checked=False) for _ in range(self.pool_samples)]
-        raw += [self.space.mutate(self.rng.choice(ranked), self.rng, steps=self.rng.choice((1, 2)), checked=False)
-                for _ in range(self.pool_mutants)]
+        for _ in range(self.pool_mutants):
+            parent = ranked[min(self.rng.randrange(len(ranked)) for _ in range(2))]  # leaning to the best
+            if self.rng.random() < 0.25:
+                parent = self.space.crossover(parent, self.rng.choice(ranked), self.rng, checked=False)
+            raw.append(self.space.mutate(parent, self.rng, steps=self.rng.choice((1, 1, 2, 3)), checked=False))
         unique = {point_key(p): p for p in raw}
         return [p for k, p in unique.items() if k not in self.seen]
 

@@ -16,6 +16,7 @@ from .base import Strategy
 
 class TreeParzen(Strategy):
     name = "tpe"
+    requires = ("optuna",)
     startup = 8
 
     def __init__(self, space, seed: int = 0):

@@ -52,7 +52,7 @@ class KnobSpace:
     def sample(self, rng: random.Random, checked: bool = True) -> Point:
         """A random point; `checked` also makes sure it schedules (costs an apply)."""
         for _ in range(self.max_sample_tries):
-            point = {k.name: k.sample(rng) for k in self.knobs}
+            point = self.canonical({k.name: k.sample(rng) for k in self.knobs})
             if not checked or self.check(point) is None:
                 return point
         raise RuntimeError(f"{self.name}: no valid point in {self.max_sample_tries} samples")
@@ -62,14 +62,20 @@ class KnobSpace:
             new = dict(point)
             for knob in rng.sample(self.knobs, min(steps, len(self.knobs))):
                 new[knob.name] = knob.mutate(new[knob.name], rng)
+            new = self.canonical(new)
             if not checked or self.check(new) is None:
                 return new
         return self.sample(rng, checked)
 
-    def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
+    def crossover(self, a: Point, b: Point, rng: random.Random, checked: bool = True) -> Point:
         """Each knob from either parent; an invalid child falls back to parent `a`."""
-        child = {k.name: (a if rng.random() < 0.5 else b)[k.name] for k in self.knobs}
-        return child if self.check(child) is None else dict(a)
+        child = self.canonical({k.name: (a if rng.random() < 0.5 else b)[k.name] for k in self.knobs})
+        return child if not checked or self.check(child) is None else dict(a)
+
+    def canonical(self, point: Point) -> Point:
+        """One representative of points that schedule identically (knobs that play no part
+        reset), so de-duplication sees them as equal."""
+        return point
 
     def encode(self, point: Point) -> list[float]:
         """Numbers in [0, 1]: split factors on a log2 scale, choices one-hot."""

@@ -6,9 +6,12 @@ written twice. `hand` gives the expert's CPU schedule as knob values for a shape
 """
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -26,6 +29,7 @@ class Family:
     hand: Callable[..., dict] | None = None
     torch: Callable[..., object] | None = None  # the vendor implementation, on torch tensors
     doc: str = ""
+    source: str | None = None  # the user's file that defines it (worker processes import it)
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,13 @@ class Workload:
         return specs[:-1], specs[-1]
 
     @property
+    def ident(self) -> tuple:
+        """What a worker process needs to rebuild this workload (see `resolve`)."""
+        return (self.name, self.shape, self.family.source)
+
+    @property
     def flops(self) -> int:
+        """0 when unknown (a user's operator without a FLOP count)."""
         return int(self.family.flops(**self.kwargs))
 
     @property
@@ -124,7 +134,10 @@ def parse_shape(text: str, params: tuple[str, ...]) -> tuple[int, ...]:
 
 
 def get_workload(name: str, shape: str | None = None) -> Workload:
-    """A preset name ('gemm-1024'), or a family name with a shape ('gemm', 'M=64,N=64,K=64')."""
+    """A preset name ('gemm-1024'), a family name with a shape ('gemm', 'M=64,N=64,K=64'), or
+    a user's operator 'path/to/file.py:function' with a shape."""
+    if ".py:" in name or name.endswith(".py"):
+        name = load_user_family(name).name
     if name in PRESETS:
         family, values, _ = PRESETS[name]
         if shape is None:
@@ -148,9 +161,40 @@ def _check_buildable(family: Family, values: tuple[int, ...]) -> None:
         raise UserError(f"bad shape for {family.name}: {err}") from None
 
 
-def resolve(family: str, shape: tuple[int, ...]) -> Workload:
-    """The workload a worker process receives as (family, shape)."""
+def resolve(family: str, shape: tuple[int, ...], source: str | None = None) -> Workload:
+    """The workload a worker process receives as `Workload.ident`."""
+    if family not in FAMILIES and source:
+        load_user_family(f"{source}:{family.rsplit('.', 1)[-1]}")
     return Workload(FAMILIES[family], tuple(shape))
+
+
+def load_user_family(spec: str) -> Family:
+    """Register the operator in 'file.py:function' (default function: the file's stem).
+
+    The function takes the shape parameters and returns TE tensors, inputs first, output
+    last. Optional, in the same file: `<function>_reference(*inputs, **shape)` (NumPy; without
+    it kernels are checked against the unscheduled kernel's output) and
+    `<function>_flops(**shape)`."""
+    path, _, func_name = spec.partition(":")
+    file = Path(path)
+    func_name = func_name or file.stem
+    if not file.is_file():
+        raise UserError(f"no such operator file '{path}'")
+    module_spec = importlib.util.spec_from_file_location(f"tensortune_user_{file.stem}", file)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:
+        raise UserError(f"cannot import '{path}': {type(err).__name__}: {err}") from None
+    compute = getattr(module, func_name, None)
+    if not callable(compute):
+        raise UserError(f"'{path}' has no function '{func_name}'; name it as FILE.py:FUNCTION")
+    name = f"{file.stem}.{func_name}"
+    params = tuple(inspect.signature(compute).parameters)
+    FAMILIES[name] = Family(name, params, compute, getattr(module, f"{func_name}_reference", None),
+                            getattr(module, f"{func_name}_flops", lambda **_: 0), doc=(compute.__doc__ or "").strip(),
+                            source=str(file.resolve()))
+    return FAMILIES[name]
 
 
 def workload_from_key(key: str) -> Workload | None:

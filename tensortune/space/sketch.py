@@ -1,0 +1,148 @@
+"""MetaSchedule's design space, for any operator and target, behind our space interface.
+
+TVM's default schedule rules turn any TensorIR function into a few "sketches" (schedule
+traces with sampling instructions). A point is the sketch choice plus a value for every
+sampling instruction: perfect-tile splits, categorical choices (unroll depth and the like),
+compute locations. Applying a point replays the sketch's trace with those decisions on the
+original module, then runs MetaSchedule's postprocessors; a point they reject is invalid,
+with the postprocessor named as the reason. Only the chosen sketch's knobs matter, so the
+others are held at their defaults (`canonical`), which keeps equal schedules equal points.
+
+Setting up costs tens of seconds once per process (MetaSchedule imports its tensor
+intrinsics), so this space lives in the tuner process; build workers receive modules.
+"""
+from __future__ import annotations
+
+import math
+
+from .base import InvalidPoint, KnobSpace, Point
+from .knobs import Choice, Split
+
+DECISIONS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
+LOCATION_SAMPLES = 8  # design spaces drawn to collect the compute locations each stage can take
+
+
+def _context(workload, target_spec: dict, seed: int):
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.TuneContext(mod=tvm.IRModule({"main": workload.prim_func()}), target=tvm.target.Target(target_spec),
+                          space_generator=ms.space_generator.PostOrderApply(), task_name=workload.key,
+                          rand_state=seed)
+
+
+def _decisions(trace) -> list:
+    return [inst for inst in trace.insts if inst.kind.name in DECISIONS]
+
+
+class SketchSpace(KnobSpace):
+    name = "sketch"
+
+    def __init__(self, workload, target_spec: dict):
+        self.workload = workload
+        ctx = _context(workload, target_spec, seed=1)
+        self.mod, self.postprocs = ctx.mod, list(ctx.space_generator.postprocs)
+        self.traces = [s.trace for s in ctx.generate_design_space()]
+        if not self.traces:
+            raise InvalidPoint(f"MetaSchedule generated no design space for {workload.key}")
+        variants = [[s.trace for s in _context(workload, target_spec, seed).generate_design_space()]
+                    for seed in range(2, LOCATION_SAMPLES + 1)]
+        knobs: list = [Choice("sketch", tuple(range(len(self.traces))))]
+        self.slots: list[tuple[int, object, str]] = []  # (sketch, instruction, knob name)
+        self.defaults: dict = {}
+        for s, trace in enumerate(self.traces):
+            for d, inst in enumerate(_decisions(trace)):
+                name = f"s{s}.{d}.{inst.kind.name.removeprefix('Sample')}"
+                observed = [trace.get_decision(inst)] + [v.get_decision(i) for v, i in _matching(variants, s, d)]
+                knobs.append(_knob(name, inst, observed))
+                self.defaults[name] = _plain(trace.get_decision(inst))
+                self.slots.append((s, inst, name))
+        super().__init__(knobs)
+
+    def canonical(self, point: Point) -> Point:
+        return {k: (v if k == "sketch" or k.startswith(f"s{point['sketch']}.") else self.defaults[k])
+                for k, v in point.items()}
+
+    def named(self, name: str) -> Point:
+        if name == "default":  # the design space's own first sample
+            return {"sketch": 0} | self.defaults
+        raise InvalidPoint(f"the sketch space has no named point '{name}' (known: default)")
+
+    def schedule(self, point: Point):
+        from tvm import s_tir
+        from tvm.s_tir.schedule import Trace
+
+        sketch = point["sketch"]
+        trace = self.traces[sketch]
+        decisions = {inst: list(point[name]) if isinstance(point[name], tuple) else point[name]
+                     for s, inst, name in self.slots if s == sketch}
+        sch = s_tir.Schedule(self.mod, seed=1)
+        try:
+            Trace(trace.insts, decisions).apply_to_schedule(sch, remove_postproc=True)
+        except Exception as err:  # TVM reports schedule errors as assorted exception types
+            raise InvalidPoint(str(err).strip().splitlines()[-1][:300]) from None
+        return self.finish(sch)
+
+    def finish(self, sch):
+        """MetaSchedule's postprocessors (parallel/vectorise/unroll annotations made real,
+        reduction init split off, ...); a False from one means the schedule is invalid."""
+        sch.enter_postproc()
+        for postproc in self.postprocs:
+            try:
+                ok = postproc.apply(sch)
+            except Exception as err:
+                raise InvalidPoint(str(err).strip().splitlines()[-1][:300]) from None
+            if not ok:
+                raise InvalidPoint(f"MetaSchedule postprocessor {type(postproc).__name__} rejected the point")
+        return sch
+
+
+def _matching(variants, sketch: int, index: int):
+    """(trace, instruction) pairs for the same decision in other samples of the design space."""
+    for v in variants:
+        if len(v) > sketch:
+            insts = _decisions(v[sketch])
+            if len(insts) > index:
+                yield v[sketch], insts[index]
+
+
+def _knob(name: str, inst, observed: list):
+    kind = inst.kind.name
+    if kind == "SamplePerfectTile":
+        parts, max_inner = int(inst.attrs[0]), int(inst.attrs[1])
+        return Split(name, math.prod(int(x) for x in observed[0]), parts, max_inner if max_inner > 0 else 1 << 30)
+    if kind == "SampleCategorical":
+        return Choice(name, tuple(range(len(inst.attrs[0]))))
+    return Choice(name, tuple(sorted({int(x) for x in observed} | {-1})))  # -1: at the root
+
+
+def _plain(decision):
+    return tuple(int(x) for x in decision) if not isinstance(decision, int) else decision
+
+
+class TraceSpace(KnobSpace):
+    """Points that are whole MetaSchedule traces ({"trace": JSON text}), for re-measuring
+    the records of MetaSchedule's own tuner; nothing to sample."""
+
+    name = "metaschedule-trace"
+
+    def __init__(self, sketches: SketchSpace):
+        self.workload, self.sketches = sketches.workload, sketches
+        super().__init__([])
+
+    def validate(self, point: Point) -> None:
+        if set(point) != {"trace"} or not isinstance(point["trace"], str):
+            raise InvalidPoint('a trace point is {"trace": "<trace JSON>"}')
+
+    def schedule(self, point: Point):
+        import json
+
+        from tvm import s_tir
+        from tvm.s_tir.schedule import Trace
+
+        sch = s_tir.Schedule(self.sketches.mod, seed=1)
+        try:
+            Trace.apply_json_to_schedule(json.loads(point["trace"]), sch)
+        except Exception as err:
+            raise InvalidPoint(str(err).strip().splitlines()[-1][:300]) from None
+        return self.sketches.finish(sch)

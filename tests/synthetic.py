@@ -1,0 +1,18 @@
+"""A deterministic stand-in for measurement, for testing strategies without timing noise:
+latency grows with the distance of the register tile from a sweet spot; points that
+vectorise without unrolling 'fail to build' (a known infeasible region)."""
+import math
+
+from tensortune.measure import Result
+
+
+def synthetic_result(point: dict) -> Result:
+    if point["vectorize"] and point["unroll"] == 0:
+        return Result("build_error", "synthetic infeasible region")
+    distance = sum(abs(math.log2(v[-1]) - 3) for k, v in point.items() if k.startswith("tile."))
+    latency = 1e-3 * (1 + distance + (0 if point["parallel"] else 2))
+    return Result("ok", "", (latency,) * 3, threads=2)
+
+
+def infeasible(point: dict) -> bool:
+    return not synthetic_result(point).ok
