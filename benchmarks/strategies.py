@@ -106,7 +106,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
     parser.add_argument("--db", default="strategies-replay.db", help="the replay tables (reused when re-run)")
@@ -117,8 +117,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     target = make_target("cpu", MeasureConfig().threads)
     db = Database(args.db)
-    # quicker timing than a tuning run: the table only has to rank points, and each is timed once
-    config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5)
+    # quicker timing than a tuning run: the table only has to rank points. Kernels over 3x the
+    # table's best are timed by one call, and stopped (recorded as run_timeout) after 8x that.
+    config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
     all_runs = {}
     for name in args.workloads:
         wl = get_workload(name)
@@ -126,7 +127,7 @@ def main() -> None:
         task = Task(wl.key, target.name, target.hardware, SPACE)
         start = time.perf_counter()
         with Measurer(space, target.spec, config) as measurer:
-            replay = ReplayTable(db, task, measurer)
+            replay = ReplayTable(db, task, measurer, cutoff=3.0)
             runs = {s: [trace(s, seed, space, replay, args.trials, args.batch) for seed in range(args.seeds)]
                     for s in args.strategies}
             replay.refine(args.refine)

@@ -106,7 +106,7 @@ def show(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db: 
         if best:
             gflops = wl.flops / best.result.latency / 1e9
             out.print(f"  best {_ms(best.result.latency)} ({gflops:.1f} GFLOP/s, spread {best.result.spread:.0%}, "
-                      f"{best.result.threads} threads): {json.dumps(best.point)}")
+                      f"{best.result.threads} threads): {_shorten(json.dumps(best.point))}")
 
 
 @app.command()
@@ -144,6 +144,11 @@ def _open_db(path: str, must_exist: bool = False):
 def _progress(quiet: bool) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=err, disable=quiet, transient=False)
+
+
+def _shorten(text: str, limit: int = 400) -> str:
+    """Points of the knob spaces are short; MetaSchedule traces are not ('export' has all)."""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _ms(seconds: float) -> str:

@@ -98,6 +98,16 @@ def test_log_expected_improvement_by_hand():
     assert log_probability_feasible(torch.tensor([0.8], dtype=torch.double), torch.tensor([0.3], dtype=torch.double)).item() == pytest.approx(math.log(Phi(1.0)))
 
 
+def test_normal_scores_by_hand():
+    import torch
+
+    from tensortune.search.bo import normal_scores
+
+    got = normal_scores(torch.tensor([5.0, -1.0, 100.0, 2.0], dtype=torch.double)).tolist()
+    # ranks 2, 0, 3, 1 of 4 -> quantiles 5/8, 1/8, 7/8, 3/8 of the standard normal
+    assert got == pytest.approx([0.3186393639643752, -1.1503493803760079, 1.1503493803760079, -0.3186393639643752])
+
+
 class _Posterior:
     def __init__(self, mean, std):
         import torch

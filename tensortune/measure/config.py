@@ -23,6 +23,7 @@ class MeasureConfig:
     build_workers: int = 2
     build_timeout_s: float = 60.0
     run_timeout_s: float = 60.0
+    min_run_timeout_s: float = 1.0  # the run limit never drops below this (see Measurer.measure)
     repeat: int = 5  # during search
     min_repeat_ms: int = 10
     final_repeat: int = 15  # re-timing of naive, hand and the best candidates

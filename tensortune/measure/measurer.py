@@ -36,7 +36,7 @@ class Measurer:
         built = [i for i, b in enumerate(builds) if b.ok]
         # a kernel past the cutoff is only timed once, so it may run 8x the cutoff at most
         # (enough for the careful timing of one just under it); slower ones are stopped
-        run_timeout = min(cfg.run_timeout_s, max(1.0, 8 * cutoff_s))
+        run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
         runs = self.runner.map([tasks.RunTask(self.workload, paths[i], timing, cfg.seed) for i in built],
                                run_timeout)
         results = [_build_failure(b) for b in builds]

@@ -2,7 +2,9 @@
 
 Surrogate: a Gaussian process of log throughput (minus log latency; warm-start records of
 other shapes arrive with latencies rescaled by FLOPs, so they are comparable) over the
-space's encoding in the unit cube. Failures (invalid, build errors, wrong results, crashes)
+space's encoding in the unit cube. Its targets are warped to normal scores of their ranks:
+the few hopeless kernels, orders of magnitude slower, would otherwise dominate the fit and
+blur the differences among good ones. Failures (invalid, build errors, wrong results, crashes)
 train a separate feasibility GP on 0/1 labels: a candidate counts as feasible where that
 model predicts a label over one half.
 
@@ -103,8 +105,18 @@ class BayesianOptimisation(Strategy):
         obs = self.observations()
         X = torch.tensor([self.space.encode(p) for p, _ in obs], dtype=torch.double)
         feasible = torch.tensor([r.ok for _, r in obs])
-        y = torch.tensor([-math.log(r.latency) if r.ok else 0.0 for _, r in obs], dtype=torch.double)
+        y = torch.zeros(len(obs), dtype=torch.double)
+        y[feasible] = normal_scores(torch.tensor([-math.log(r.latency) for _, r in obs if r.ok], dtype=torch.double))
         return X, y, feasible
+
+
+def normal_scores(values):
+    """Rank-based warping: the i-th smallest of n becomes the standard normal quantile of
+    (i + 1/2) / n (ties broken by position)."""
+    import torch
+
+    ranks = values.argsort().argsort().double()
+    return torch.special.ndtri((ranks + 0.5) / len(values))
 
 
 def log_expected_improvement(mean, std, best: float):

@@ -117,7 +117,14 @@ class Choice:
         return rng.choice(others) if others else value
 
     def encode(self, value: Any) -> list[float]:
-        return [1.0 if o == value else 0.0 for o in self.options]
+        """Ordered numeric options (unroll depths, counts) as one position in [0, 1]; two
+        options as 0/1; anything else one-hot. Fewer dimensions help learned models."""
+        index = self.options.index(value)
+        if len(self.options) <= 2:
+            return [float(index)]
+        if all(isinstance(o, int) for o in self.options):
+            return [index / (len(self.options) - 1)]
+        return [1.0 if i == index else 0.0 for i in range(len(self.options))]
 
     def project(self, value: Any) -> Any:
         return value if value in self.options else self.options[0]

@@ -1,0 +1,94 @@
+"""MetaSchedule's design space behind our interface, for template and template-less operators."""
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tensortune.space import InvalidPoint, make_space, point_key
+from tensortune.space.sketch import TraceSpace
+from tensortune.workloads import get_workload
+
+from kernels import assert_correct
+
+OPERATORS = Path(__file__).parent / "operators"
+CASES = [("gemm", "7,13,5"), ("conv1d", "13,5"), ("dwconv2d", "1,3,7,5,3"), ("dwsep_conv2d", "1,3,7,5,3,2"),
+         (f"{OPERATORS}/softmax.py:softmax", "R=6,C=10"), (f"{OPERATORS}/batch_matmul.py:batch_matmul", "2,5,7,3")]
+
+
+@pytest.fixture(scope="module")
+def spaces(target_spec):
+    return {name: make_space("sketch", get_workload(name, shape), target_spec) for name, shape in CASES}
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_sampled_sketch_points_apply_and_verify(name, spaces, target_spec):
+    space = spaces[name]
+    rng = random.Random(1)
+    for _ in range(6):
+        point = space.sample(rng)
+        if space.workload.family.reference is None:
+            continue  # checked against the naive kernel in the CLI test below
+        assert_correct(space.workload, space.apply(point), target_spec, seed=rng.randrange(100))
+    assert len(space.encode(point)) == len(space.encode(space.named("default")))
+
+
+def test_inactive_sketches_do_not_make_new_points(spaces):
+    space = spaces["gemm"]
+    rng = random.Random(2)
+    point = space.sample(rng)
+    other = (point["sketch"] + 1) % len(space.traces)
+    noise = {k.name: k.sample(rng) for k in space.knobs if k.name.startswith(f"s{other}.")}
+    assert point_key(space.canonical(point | noise)) == point_key(point)
+
+
+def test_wrong_decisions_are_invalid_with_a_reason(spaces):
+    space = spaces["gemm"]
+    point = space.named("default")
+    tile = next(k for k in space.knobs if k.name.startswith("s0.") and k.name.endswith("PerfectTile"))
+    with pytest.raises(InvalidPoint, match="multiply to"):
+        space.apply(point | {tile.name: (1,) * tile.parts})
+    with pytest.raises(InvalidPoint, match="not one of"):
+        space.apply(point | {"sketch": 99})
+
+
+def test_a_trace_replays_to_the_same_kernel(spaces, target_spec):
+    space = spaces["conv1d"]
+    schedule = space.apply(space.sample(random.Random(3)))
+    replay = TraceSpace(space)
+    trace = json.dumps(schedule.trace.as_json(remove_postproc=True))
+    assert_correct(space.workload, replay.apply({"trace": trace}), target_spec)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "tensortune", *args], capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.parametrize("operator,shape,checked", [
+    ("softmax.py:softmax", "R=8,C=16", "NumPy reference"),
+    ("batch_matmul.py:batch_matmul", "B=2,M=8,N=8,K=4", "unscheduled kernel"),
+])
+def test_a_user_operator_tunes_end_to_end_on_the_sketch_space(operator, shape, checked, tmp_path):
+    done = cli("tune", f"{OPERATORS}/{operator}", "--shape", shape, "--space", "sketch", "--trials", "8",
+               "--batch", "4", "--db", str(tmp_path / "t.db"), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["space"] == "sketch" and summary["trials"] == 8 and checked in summary["verified_against"]
+    assert summary["ms"]["tuned"] > 0 and summary["ms"]["naive"] > 0
+
+
+def test_metaschedule_runs_and_its_records_are_re_measured(tmp_path):
+    from tensortune.db import Database
+    from tensortune.measure import MeasureConfig
+    from tensortune.target import make_target
+    from tensortune.tuner import TuneConfig, tune
+
+    wl = get_workload("gemm", "16,16,16")
+    db = Database(str(tmp_path / "t.db"))
+    fast = MeasureConfig(threads=2, repeat=3, min_repeat_ms=1, final_repeat=3, final_min_repeat_ms=1)
+    summary = tune(wl, make_target("cpu", 2), db, TuneConfig(trials=8, strategy="metaschedule", batch=8), fast)
+    assert summary.task.space == "metaschedule-trace" and summary.trials >= 1
+    assert summary.best.ok and summary.tuning_s > 0
+    assert all(r.result.ok for r in db.records(summary.task))
