@@ -60,6 +60,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
          measure: MeasureConfig, progress: Progress = lambda *_: None) -> Summary:
     if config.strategy == metaschedule.NAME:
         return _tune_with_metaschedule(workload, target, db, config, measure, progress)
+    start = time.perf_counter()  # tuning time includes setting up the space and the workers
     space = make_space(config.space, workload, target.spec)
     task = Task(workload.key, target.name, target.hardware, config.space)
     strategy = make_strategy(config.strategy, space, config.seed)
@@ -68,7 +69,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
     if config.warm_start_family:
         strategy.warm_start(*_family_evidence(workload, task, space, db))
     with Measurer(space, target.spec, measure) as measurer:
-        start, done = time.perf_counter(), len(past)
+        done = len(past)
         progress(done, config.trials, _best(strategy.history))
         while done < config.trials:
             points = strategy.ask(min(config.batch, config.trials - done))
