@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,16 +29,32 @@ class PeerRun:
     wall_s: float
 
 
+@contextmanager
+def _stdout_to_stderr():
+    """MetaSchedule logs to standard output, at the C++ level too; our stdout carries results
+    (`tune --json`), so its chatter goes to standard error."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def run_metaschedule(workload, target_spec: dict, trials: int, threads: int, work_dir: str, seed: int) -> PeerRun:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     os.environ["TVM_NUM_THREADS"] = str(threads)  # its runner processes inherit this
     start = time.perf_counter()
-    ms.tune_tir(tvm.IRModule({"main": workload.prim_func()}), tvm.target.Target(target_spec), work_dir,
-                max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND, seed=max(seed, 1),
-                builder=ms.builder.LocalBuilder(max_workers=threads, timeout_sec=BUILD_TIMEOUT_S),
-                runner=ms.runner.LocalRunner(timeout_sec=60), num_tuning_cores=threads)
+    with _stdout_to_stderr():
+        ms.tune_tir(tvm.IRModule({"main": workload.prim_func()}), tvm.target.Target(target_spec), work_dir,
+                    max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND, seed=max(seed, 1),
+                    builder=ms.builder.LocalBuilder(max_workers=threads, timeout_sec=BUILD_TIMEOUT_S),
+                    runner=ms.runner.LocalRunner(timeout_sec=60), num_tuning_cores=threads)
     wall_s = time.perf_counter() - start
     traces, own = [], []
     with open(Path(work_dir) / "database_tuning_record.json") as records:
