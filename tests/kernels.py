@@ -2,7 +2,7 @@
 import numpy as np
 import tvm
 
-from tensortune.measure.tasks import tolerance
+from tensortune.measure.tasks import reduction_length, tolerance
 
 
 def run_schedule(workload, schedule, target_spec, seed=0):
@@ -20,5 +20,5 @@ def assert_correct(workload, schedule, target_spec, seed=0):
     inputs, got = run_schedule(workload, schedule, target_spec, seed)
     expected = workload.reference(*inputs)
     scale = max(float(np.abs(expected).max()), 1.0)
-    limit = tolerance("float32", max(1, workload.flops // (2 * got.size)))
+    limit = tolerance("float32", reduction_length(workload.prim_func()))
     assert np.abs(got - expected).max() / scale <= limit

@@ -46,8 +46,9 @@ def build(task: BuildTask) -> float:
 
 @lru_cache(maxsize=4)
 def _case(workload: tuple, seed: int):
-    """Random inputs (uniform in [-1, 1]) and the expected output, made once per worker:
-    the NumPy reference, or without one the unscheduled kernel's output."""
+    """Random inputs (uniform in [-1, 1]), the expected output (the NumPy reference, or
+    without one the unscheduled kernel's output) and the tolerance: made once per worker,
+    not per candidate."""
     from ..workloads.registry import resolve
 
     wl = resolve(*workload)
@@ -57,7 +58,7 @@ def _case(workload: tuple, seed: int):
     expected = wl.reference(*inputs)
     if expected is None:
         expected = _naive_output(wl, inputs, out_shape, out_dtype)
-    return wl, inputs, expected, (out_shape, out_dtype)
+    return inputs, expected, (out_shape, out_dtype), tolerance(out_dtype, reduction_length(wl.prim_func()))
 
 
 def _naive_output(wl, inputs, out_shape, out_dtype) -> np.ndarray:
@@ -75,9 +76,9 @@ def reduction_length(func) -> int:
     from tvm.tirx import IterVar
 
     sch = s_tir.Schedule(func)
-    blocks = [sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root"))]
-    return max(1, sum(math.prod(int(iv.dom.extent) for iv in b.iter_vars if int(iv.iter_type) == IterVar.CommReduce)
-                      for b in blocks if any(int(iv.iter_type) == IterVar.CommReduce for iv in b.iter_vars)))
+    per_block = [[int(iv.dom.extent) for iv in sch.get(b).iter_vars if int(iv.iter_type) == IterVar.CommReduce]
+                 for b in sch.get_child_blocks(sch.get_sblock("root"))]
+    return max(1, sum(math.prod(extents) for extents in per_block if extents))
 
 
 def tolerance(dtype: str, reduction_length: int) -> float:
@@ -91,7 +92,7 @@ def run(task: RunTask) -> dict:
     """Verify, then time. Returns a dict with status 'ok' or 'wrong' and the details."""
     import tvm
 
-    wl, inputs, expected, (out_shape, out_dtype) = _case(task.workload, task.seed)
+    inputs, expected, (out_shape, out_dtype), limit = _case(task.workload, task.seed)
     dev = tvm.cpu()
     lib = tvm.runtime.load_module(task.path)
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
@@ -102,7 +103,6 @@ def run(task: RunTask) -> dict:
     got = args[-1].numpy()
     scale = float(np.abs(expected).max()) or 1.0
     error = float(np.nan_to_num(np.abs(got - expected), nan=np.inf).max()) / scale
-    limit = tolerance(out_dtype, reduction_length(wl.prim_func()))
     if not error <= limit:
         return {"status": "wrong", "reason": f"max relative error {error:.2e} exceeds {limit:.1e}"}
     if once > task.timing.cutoff_s:  # hopeless: timing it carefully would only cost search time
