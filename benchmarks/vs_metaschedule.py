@@ -62,8 +62,8 @@ def main() -> None:
     args = parser.parse_args()
     configs = [c.split("@") for c in args.configs]
     results = {name: [run(name, s, sp, args.trials, args.seed) for s, sp in configs] for name in args.workloads}
-    print(f"\nbest latency (ms, our timing) and wall time per trial (s) at each budget; "
-          f"'x' columns: MetaSchedule / ours")
+    print("\nbest latency (ms, our timing) and wall time per trial (s) at each budget; "
+          "'x' columns: MetaSchedule / ours")
     for name, rows in results.items():
         peer = rows[0]
         print(f"\n{name}")

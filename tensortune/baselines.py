@@ -11,8 +11,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from typing import Callable
+
+from .measure.runner import time_on_cpu
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -33,18 +34,7 @@ def measure_baselines(family: str, shape: tuple[int, ...], threads: int, timeout
 def time_call(fn: Callable[[], object], repeat: int = 15, min_repeat_s: float = 0.05, budget_s: float = 10) -> float:
     """Median seconds per call: a warm-up call, then repeats each lasting at least
     `min_repeat_s` (the same rule as TVM's time_evaluator with min_repeat_ms)."""
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-9)
-    number = max(1, int(min_repeat_s / once))
-    repeat = max(3, min(repeat, int(budget_s / (once * number))))
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
+    return statistics.median(time_on_cpu(fn, repeat, min_repeat_s, budget_s))
 
 
 def _main(family: str, shape: str, threads: int) -> dict:

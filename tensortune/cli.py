@@ -1,4 +1,4 @@
-"""The `tensortune` command: tune, list, show, export.
+"""The `tensortune` command: tune, list, show, export, batch (export | run | import).
 
 Bad input never ends in a traceback: it is a one-line `error:` message and exit code 2.
 """
@@ -23,7 +23,8 @@ err = Console(stderr=True)
 
 SHAPE = typer.Option(None, "--shape", help="e.g. M=64,N=64,K=64 or 64,64,64 (needed for a family name)")
 DB = typer.Option("tensortune.db", "--db", help="SQLite file of records")
-TARGET = typer.Option("cpu", "--target", help="where kernels run: cpu")
+TARGET = typer.Option("cpu", "--target", help="where kernels run: cpu | cuda")
+ARCH = typer.Option("sm_90", "--arch", help="GPU architecture for --target cuda (sm_80, sm_90, ...)")
 THREADS = typer.Option(None, "--threads", help="threads per kernel (default: the cores this process may use)")
 MCPU = typer.Option(None, "--mcpu", help="LLVM CPU name (default: this machine's, e.g. znver4)")
 
@@ -34,8 +35,9 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
          shape: Optional[str] = SHAPE, target: str = TARGET,
          trials: int = typer.Option(64, "--trials", min=1, help="search trials for this task, earlier runs' included"),
          strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | metaschedule (TVM's own tuner, re-timed by us)"),
-         space: str = typer.Option("cpu-template", "--space",
-                                   help="cpu-template (expert knobs) | sketch (MetaSchedule's, any operator)"),
+         space: Optional[str] = typer.Option(None, "--space", help="cpu-template | cuda-template (expert knobs; "
+                                             "the default for the target) | sketch (MetaSchedule's, any operator)"),
+         arch: str = ARCH,
          seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
          mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
          baselines: bool = typer.Option(True, help="also time numpy (and torch) on the same machine"),
@@ -48,13 +50,15 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
     from .measure import MeasureConfig
     from .tuner import TuneConfig
     from .search import strategy_class
-    from .space import SPACES
+    from .space import TEMPLATES, check_fits
+    from .target import check_runnable
     from .tuner import tune as run_tuner
 
     strategy_class(strategy)  # reject unknown names before any work starts
-    if space not in SPACES:
-        raise UserError(f"unknown space '{space}'; known: {', '.join(SPACES)}")
-    wl, tgt, database = _setup(workload, shape, target, threads, mcpu, db)
+    wl, tgt, database = _setup(workload, shape, target, threads, mcpu, db, arch=arch)
+    space = space or TEMPLATES[tgt.spec["kind"]]
+    check_fits(space, tgt.spec)
+    check_runnable(tgt)
     config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
                         warm_start_family=warm_start_family)
     with _progress(as_json) as bar:
@@ -62,7 +66,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
         update = lambda done, total, best: bar.update(  # noqa: E731
             job, completed=done, description=f"tuning {wl.preset or wl.key}  best {_ms(best)}")
         summary = run_tuner(wl, tgt, database, config, MeasureConfig(threads=tgt.threads), update)
-    if baselines and wl.family.source is None:
+    if baselines and wl.family.source is None and tgt.name == "cpu":
         summary.baselines = measure_baselines(wl.name, wl.shape, tgt.threads)
     if as_json:
         print(json.dumps(report.as_json(summary)))
@@ -121,7 +125,7 @@ def export(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db
     out.print("wrote " + ", ".join(str(p) for p in paths))
 
 
-def _setup(workload, shape, target, threads, mcpu, db, must_exist: bool = False):
+def _setup(workload, shape, target, threads, mcpu, db, must_exist: bool = False, arch: str = "sm_90"):
     from .measure.config import default_threads
     from .target import make_target
     from .workloads import get_workload
@@ -129,8 +133,61 @@ def _setup(workload, shape, target, threads, mcpu, db, must_exist: bool = False)
     wl = get_workload(workload, shape)
     if threads is not None and threads < 1:
         raise UserError(f"--threads must be at least 1, got {threads}")
-    tgt = make_target(target, threads or default_threads(), mcpu)
+    tgt = make_target(target, threads or default_threads(), mcpu, arch)
     return wl, tgt, _open_db(db, must_exist)
+
+
+batch_app = typer.Typer(no_args_is_help=True, help="Kernels built here, run on another machine (a GPU host "
+                                                  "without compiler or network), results imported back.")
+app.add_typer(batch_app, name="batch")
+
+
+@batch_app.command("export")
+def batch_export(workloads: list[str] = typer.Argument(..., help="presets (gemm-1024 ...) or FAMILY:SHAPE (gemm:M=64,N=64,K=64)"),
+                 target: str = TARGET, arch: str = ARCH,
+                 count: int = typer.Option(256, "--count", min=0, help="candidates per workload besides naive and hand"),
+                 seed: int = typer.Option(0, "--seed"), threads: Optional[int] = THREADS,
+                 mcpu: Optional[str] = MCPU, out_dir: str = typer.Option(..., "--out", help="a new folder for the batch")) -> None:
+    """Build naive, hand and COUNT candidates per workload into a batch folder to carry to the machine that runs them."""
+    from .batch import export_batch
+    from .measure.config import default_threads
+    from .target import make_target
+    from .workloads import get_workload
+
+    wls = [get_workload(*w.split(":", 1)) if ":" in w and ".py:" not in w else get_workload(w) for w in workloads]
+    tgt = make_target(target, threads or default_threads(), mcpu, arch)
+    report = lambda wl, n: err.print(f"built {n} candidates of {wl.preset or wl.key}")  # noqa: E731
+    manifest = export_batch(wls, tgt, Path(out_dir), count, seed, progress=report)
+    out.print(f"wrote {out_dir}: {len(manifest['candidates'])} kernels ({len(manifest['failed'])} failed to build); "
+              f"run it with: python {out_dir}/runner.py {out_dir}")
+
+
+@batch_app.command("run")
+def batch_run(batch: str = typer.Argument(...), timeout: float = typer.Option(60.0, "--timeout", help="seconds one kernel may take"),
+              threads: Optional[int] = THREADS) -> None:
+    """Run a batch here (what the GPU host does): verify and time every kernel, then the vendor baselines."""
+    import os
+    import subprocess
+
+    from .measure.config import default_threads
+
+    runner = Path(batch) / "runner.py"
+    if not runner.is_file():
+        raise UserError(f"'{batch}' is not a batch (no runner.py); make one with 'tensortune batch export'")
+    env = dict(os.environ, TVM_NUM_THREADS=str(threads or default_threads()))
+    done = subprocess.run([sys.executable, str(runner), batch, "--timeout", str(timeout)], env=env)
+    if done.returncode != 0:
+        raise UserError(f"the batch runner failed (exit code {done.returncode}); see its message above")
+
+
+@batch_app.command("import")
+def batch_import(batch: str = typer.Argument(...), db: str = DB) -> None:
+    """Store a batch's results as records, and print best vs naive, hand and torch per workload."""
+    from .batch import import_batch
+    from .report import batch_table
+
+    summaries = import_batch(Path(batch), _open_db(db))
+    print(batch_table(summaries, batch))
 
 
 def _open_db(path: str, must_exist: bool = False):

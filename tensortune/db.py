@@ -56,9 +56,13 @@ class Database:
             raise UserError(f"cannot use database '{path}': {err}; pass --db with a writable SQLite file") from None
 
     def add(self, task: Task, label: str, points: list[dict], results: list[Result]) -> None:
+        self.add_many([(task, label, p, r) for p, r in zip(points, results)])
+
+    def add_many(self, entries: list[tuple[Task, str, dict, Result]]) -> None:
+        """(task, label, point, result) rows, of any tasks, in one transaction."""
         rows = [(task.workload, task.target, task.hardware, task.space, point_key(p), label,
                  r.status, r.reason, r.latency if r.ok else None, r.spread if r.ok else None,
-                 json.dumps(r.runs), r.threads, r.build_s, time.time()) for p, r in zip(points, results)]
+                 json.dumps(r.runs), r.threads, r.build_s, time.time()) for task, label, p, r in entries]
         try:
             with self.conn:  # one transaction: all rows of a batch land, or none do
                 self.conn.executemany("INSERT INTO records (workload, target, hardware, space, point, label,"

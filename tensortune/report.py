@@ -69,3 +69,16 @@ def _gflops(flops: int, seconds: float | None) -> float | None:
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None or math.isinf(value) else format(value, spec)
+
+
+def batch_table(summaries: list[dict], device: str) -> str:
+    """One line per workload of an imported batch: best found vs naive, hand and torch."""
+    head = (f"{'workload':40}{'naive ms':>11}{'hand ms':>10}{'best ms':>10}{'torch ms':>10}"
+            f"{'/naive':>9}{'/hand':>8}{'/torch':>8}{'GFLOP/s':>9}{'correct':>10}")
+    lines = [f"on {device}", head]
+    for s in summaries:
+        best = s["best"]
+        lines.append(f"{s['workload'][:39]:40}" + "".join(f"{_fmt(s[k] * 1e3, '.4f'):>10}" for k in ("naive", "hand", "best", "torch"))
+                     + "".join(f"{_fmt(s[k] / best if math.isfinite(best) else None, '.2f') + 'x':>8}" for k in ("naive", "hand", "torch"))
+                     + f"{_fmt(_gflops(s['flops'], best), '.1f'):>9}{s['correct']:>6}/{s['candidates']}")
+    return "\n".join(lines)

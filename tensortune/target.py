@@ -1,13 +1,18 @@
-"""Targets by name, and the hardware fingerprint records are keyed by."""
+"""Targets by name, and the hardware fingerprint records are keyed by.
+
+A CUDA target can be built for on any machine (nvcc compiles here); its kernels run on a GPU
+of that architecture, here if there is one, else on a GPU host through a batch (see batch.py).
+"""
 from __future__ import annotations
 
 import hashlib
 import platform
+import re
 from dataclasses import dataclass
 
 from .errors import UserError
 
-TARGETS = ("cpu",)
+TARGETS = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -15,22 +20,55 @@ class Target:
     name: str
     spec: dict  # TVM's dict form (strings like "llvm -mcpu=..." are rejected by TVM 0.27)
     threads: int
+    gpu: str = ""  # the GPU's name, where it is known (a local GPU, or a batch's results)
 
     @property
     def hardware(self) -> str:
-        """Which machine a timing belongs to: CPU model, ISA level and thread count."""
+        """Which machine a timing belongs to: CPU model, ISA level and thread count; or the
+        GPU's architecture and name."""
+        if self.name == "cuda":
+            return cuda_hardware(self.spec["arch"], self.gpu)
         text = f"{_cpu_model()}|{self.spec.get('mcpu')}|{self.threads}"
         return f"{self.spec.get('mcpu')}-{self.threads}t-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
-def make_target(name: str, threads: int, mcpu: str | None = None) -> Target:
+def cuda_hardware(arch: str, gpu: str) -> str:
+    return f"{arch}-" + ("-".join(gpu.lower().split()) or "unknown-gpu")
+
+
+def make_target(name: str, threads: int, mcpu: str | None = None, arch: str = "sm_90") -> Target:
     if name not in TARGETS:
         raise UserError(f"unknown target '{name}'; known: {', '.join(TARGETS)}")
+    if name == "cuda":
+        from .space.cuda_template import GpuLimits
+
+        if not re.fullmatch(r"sm_\d+a?", arch):
+            raise UserError(f"bad GPU architecture '{arch}'; use the form sm_90 (or sm_80, sm_90a, ...)")
+        return Target(name, GpuLimits(arch=arch).target(), threads, local_gpu_name())
     from tvm.target.codegen import llvm_get_system_cpu
 
     # Without mcpu LLVM emits generic x86-64 (no AVX): kernels run about 2x slower.
     mcpu = mcpu or llvm_get_system_cpu()
     return Target(name, {"kind": "llvm", "mcpu": mcpu, "num-cores": threads}, threads)
+
+
+def check_runnable(target: Target) -> None:
+    """Kernels for this target can run on this machine, or a UserError saying what to do."""
+    if target.name == "cuda" and not target.gpu:
+        raise UserError("no CUDA GPU here (or no driver): build a batch with 'tensortune batch export ... --target "
+                        "cuda --out BATCH', run 'python BATCH/runner.py BATCH' on the GPU host, then "
+                        "'tensortune batch import BATCH'")
+
+
+def local_gpu_name() -> str:
+    """The name of this machine's first CUDA GPU, or "" where there is none (or no driver)."""
+    try:
+        import tvm
+
+        dev = tvm.cuda(0)
+        return str(dev.device_name) if dev.exist else ""
+    except Exception:  # no CUDA driver: TVM raises assorted errors
+        return ""
 
 
 def _cpu_model() -> str:

@@ -15,9 +15,9 @@ from typing import Callable
 from .db import Database, Task
 from .measure import Measurer, MeasureConfig, Result
 from .search import DEFAULT, make_strategy, metaschedule
-from .space import CpuTemplateSpace, InvalidPoint, Point, make_space
+from .space import TEMPLATES, InvalidPoint, Point, make_space
 from .space.sketch import SketchSpace, TraceSpace
-from .target import Target
+from .target import Target, check_runnable
 from .workloads import Workload, workload_from_key
 
 
@@ -60,6 +60,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
          measure: MeasureConfig, progress: Progress = lambda *_: None) -> Summary:
     if config.strategy == metaschedule.NAME:
         return _tune_with_metaschedule(workload, target, db, config, measure, progress)
+    check_runnable(target)
     start = time.perf_counter()  # tuning time includes setting up the space and the workers
     space = make_space(config.space, workload, target.spec)
     task = Task(workload.key, target.name, target.hardware, config.space)
@@ -115,9 +116,9 @@ def _summary(workload, task, measure, finals, history, past: int, tuning_s: floa
 
 
 def _retime(space, ranked, measurer: Measurer, db: Database, task: Task) -> dict[str, list]:
-    """Time naive, hand (both from the template space, whatever the search space) and the
-    top search results in one sitting, with the final settings."""
-    template = CpuTemplateSpace(space.workload)
+    """Time naive, hand (both from the target's template space, whatever the search space)
+    and the top search results in one sitting, with the final settings."""
+    template = make_space(TEMPLATES[measurer.target["kind"]], space.workload, measurer.target)
     labelled = [("naive", template.named("naive"))]
     try:
         labelled.append(("hand", template.named("hand")))

@@ -26,9 +26,21 @@ def assert_user_error(done, message):
     (["tune", "gemm-1024", "--strategy", "magic", "--trials", "1"], "unknown strategy 'magic'"),
     (["tune", "gemm-1024", "--db", "/nonexistent/dir/t.db"], "cannot use database"),
     (["show", "gemm-1024", "--db", "/nonexistent.db"], "does not exist"),
+    (["tune", "gemm-1024", "--target", "cuda", "--arch", "90"], "bad GPU architecture '90'"),
+    (["tune", "gemm-1024", "--target", "cuda", "--space", "cpu-template"], "does not fit a cuda target"),
+    (["tune", "gemm-1024", "--space", "magic"], "unknown space 'magic'"),
+    (["batch", "import", "nowhere"], "is not a batch"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     assert_user_error(cli(*args, cwd=tmp_path), message)
+
+
+def test_tuning_for_a_gpu_on_a_machine_without_one_says_what_to_do(tmp_path):
+    from tensortune.target import local_gpu_name
+
+    if local_gpu_name():
+        pytest.skip("this machine has a GPU")
+    assert_user_error(cli("tune", "gemm-1024", "--target", "cuda", cwd=tmp_path), "tensortune batch export")
 
 
 def test_a_corrupt_database_is_refused_and_left_intact(tmp_path):

@@ -3,7 +3,6 @@ import os
 import signal
 import time
 
-import pytest
 import tvm
 from tvm import te
 

@@ -5,6 +5,7 @@ the batch has finished, so builds cannot steal the cores a timing runs on.
 """
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 
@@ -30,23 +31,27 @@ class Measurer:
         call exceeds `cutoff_s` is timed by that call alone."""
         cfg = self.config
         paths = [os.path.join(self.tmp.name, f"{abs(hash(point_key(p)))}.so") for p in points]
-        builds = self._build(space or self.space, points, paths)
+        builds = self.build(points, paths, space)
         timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
                   else Timing(cfg.repeat, cfg.min_repeat_ms, cutoff_s=cutoff_s))
         built = [i for i, b in enumerate(builds) if b.ok]
         # a kernel past the cutoff is only timed once, so it may run 8x the cutoff at most
         # (enough for the careful timing of one just under it); slower ones are stopped
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
-        runs = self.runner.map([tasks.RunTask(self.workload, paths[i], timing, cfg.seed) for i in built],
+        device = "cuda" if self.target["kind"] == "cuda" else "cpu"
+        runs = self.runner.map([tasks.RunTask(self.workload, paths[i], timing, cfg.seed, device) for i in built],
                                run_timeout)
         results = [_build_failure(b) for b in builds]
         for i, outcome in zip(built, runs):
             results[i] = _run_result(outcome, builds[i].value)
-            os.remove(paths[i])
+            for leftover in glob.glob(os.path.splitext(paths[i])[0] + ".*"):
+                os.remove(leftover)
         return results
 
-    def _build(self, space, points: list[dict], paths: list[str]) -> list[Outcome]:
-        """Schedule here, compile in the workers; an invalid point never reaches a worker."""
+    def build(self, points: list[dict], paths: list[str], space=None) -> list[Outcome]:
+        """Schedule here, compile in the workers; an invalid point never reaches a worker.
+        Also used alone, for a batch that another machine runs."""
+        space = space or self.space
         outcomes = [_schedule(space, p) for p in points]
         todo = [i for i, o in enumerate(outcomes) if o.ok]
         jobs = [tasks.BuildTask(outcomes[i].value, self.target, paths[i]) for i in todo]

@@ -8,6 +8,7 @@ such as MetaSchedule's costs tens of seconds to set up and lives in the tuner pr
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import time
@@ -16,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import runner
 from .config import Timing
 
 
@@ -32,15 +34,31 @@ class RunTask:
     path: str
     timing: Timing
     seed: int
+    device: str = "cpu"  # or "cuda"
 
 
 def build(task: BuildTask) -> float:
-    """Compile the candidate into `task.path`; returns the build time in seconds."""
+    """Compile the candidate into `task.path`; returns the build time in seconds. A CUDA
+    kernel is compiled to a binary here too (nvcc), saved beside the library with the hash
+    of its source, so the machine that runs it needs no compiler (see runner.load)."""
     import tvm
 
     start = time.perf_counter()
-    lib = tvm.compile(tvm.ir.load_json(task.module), target=tvm.target.Target(task.target))
+    cuda = task.target["kind"] == "cuda"
+    target = tvm.target.Target(task.target, host={"kind": "llvm"}) if cuda else tvm.target.Target(task.target)
+    lib = tvm.compile(tvm.ir.load_json(task.module), target=target)
     lib.export_library(task.path)
+    if cuda:
+        from tvm.support import nvcc
+
+        source = lib.mod.imports[0].inspect_source()
+        with target:  # nvcc's wrapper reads the compute version from the current target
+            binary = nvcc.compile_cuda(source, target_format="fatbin", arch=task.target["arch"], compiler="nvcc")
+        base = os.path.splitext(task.path)[0]
+        with open(base + ".fatbin", "wb") as f:
+            f.write(binary)
+        with open(base + ".sha256", "w") as f:
+            f.write(hashlib.sha256(source.encode()).hexdigest())
     return time.perf_counter() - start
 
 
@@ -89,30 +107,10 @@ def tolerance(dtype: str, reduction_length: int) -> float:
 
 
 def run(task: RunTask) -> dict:
-    """Verify, then time. Returns a dict with status 'ok' or 'wrong' and the details."""
-    import tvm
-
-    inputs, expected, (out_shape, out_dtype), limit = _case(task.workload, task.seed)
-    dev = tvm.cpu()
-    lib = tvm.runtime.load_module(task.path)
-    args = [tvm.runtime.tensor(a, dev) for a in inputs]
-    args.append(tvm.runtime.tensor(np.full(out_shape, np.nan, out_dtype), dev))
-    start = time.perf_counter()
-    lib["main"](*args)  # the warm-up call; NaN-filled output catches a kernel that skips writes
-    once = time.perf_counter() - start
-    got = args[-1].numpy()
-    scale = float(np.abs(expected).max()) or 1.0
-    error = float(np.nan_to_num(np.abs(got - expected), nan=np.inf).max()) / scale
-    if not error <= limit:
-        return {"status": "wrong", "reason": f"max relative error {error:.2e} exceeds {limit:.1e}"}
-    if once > task.timing.cutoff_s:  # hopeless: timing it carefully would only cost search time
-        return {"status": "ok", "runs": [once], "error": error, "threads": _threads(),
-                "note": f"timed once: slower than the cutoff {task.timing.cutoff_s * 1e3:.3g} ms"}
-    # a very slow kernel (a naive GEMM takes seconds) gets fewer repeats, never under 3
-    repeat = max(3, min(task.timing.repeat, int(task.timing.budget_s / once)))
-    timer = lib.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=task.timing.min_repeat_ms)
-    runs = [float(r) for r in timer(*args).results]
-    return {"status": "ok", "runs": runs, "error": error, "threads": _threads()}
+    """Verify, then time (see runner.run_kernel). Returns a dict with status 'ok' or 'wrong'."""
+    inputs, expected, _, limit = _case(task.workload, task.seed)
+    lib = runner.load(task.path, task.device)
+    return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing) | {"threads": _threads()}
 
 
 def _threads() -> int:

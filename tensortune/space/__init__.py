@@ -2,19 +2,36 @@
 from ..errors import UserError
 from .base import InvalidPoint, KnobSpace, Point, point_from_json, point_key
 from .cpu_template import CpuTemplateSpace
+from .cuda_template import CudaTemplateSpace, GpuLimits
 from .sketch import SketchSpace
 
-SPACES = {CpuTemplateSpace.name: CpuTemplateSpace, SketchSpace.name: SketchSpace}
+SPACES = {CpuTemplateSpace.name: CpuTemplateSpace, CudaTemplateSpace.name: CudaTemplateSpace,
+          SketchSpace.name: SketchSpace}
+KIND = {CpuTemplateSpace.name: "llvm", CudaTemplateSpace.name: "cuda"}  # template spaces fit one kind
+TEMPLATES = {kind: name for name, kind in KIND.items()}  # the expert-knob space of each target kind
+
+
+def check_fits(name: str, target_spec: dict | None) -> None:
+    """A known space that can schedule for the target's kind, or a UserError saying which can."""
+    if name not in SPACES:
+        raise UserError(f"unknown space '{name}'; known: {', '.join(SPACES)}")
+    kind = (target_spec or {}).get("kind")
+    if kind and KIND.get(name, kind) != kind:
+        raise UserError(f"space '{name}' does not fit a {kind} target; for it use {TEMPLATES[kind]} or sketch")
 
 
 def make_space(name: str, workload, target_spec: dict | None = None) -> KnobSpace:
-    """`target_spec` (TVM's dict form) is needed by target-derived spaces such as 'sketch'."""
-    if name not in SPACES:
-        raise UserError(f"unknown space '{name}'; known: {', '.join(SPACES)}")
+    """`target_spec` (TVM's dict form) is needed by target-derived spaces ('sketch', and
+    'cuda-template' for the GPU's limits)."""
+    check_fits(name, target_spec)
     if name == SketchSpace.name:
         return SketchSpace(workload, target_spec)
+    if name == CudaTemplateSpace.name:
+        spec = target_spec or GpuLimits().target()
+        return CudaTemplateSpace(workload, GpuLimits(spec["arch"], spec["max_threads_per_block"],
+                                                     spec["max_shared_memory_per_block"]))
     return SPACES[name](workload)
 
 
-__all__ = ["SPACES", "CpuTemplateSpace", "SketchSpace", "InvalidPoint", "KnobSpace", "Point", "make_space",
+__all__ = ["SPACES", "TEMPLATES", "check_fits", "CpuTemplateSpace", "CudaTemplateSpace", "GpuLimits", "SketchSpace", "InvalidPoint", "KnobSpace", "Point", "make_space",
            "point_from_json", "point_key"]

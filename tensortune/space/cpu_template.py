@@ -9,13 +9,11 @@ vectorised, loops unrolled, and the outer spatial loops fused and parallelised.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tvm import s_tir
-from tvm.tirx import IterVar
 
-from .base import InvalidPoint, KnobSpace, Point
+from .base import InvalidPoint, Point
 from .knobs import Choice, Split
+from .template import TemplateSpace, analyse
 
 # Loop orders: groups of loops from outermost to innermost. Both keep S2 innermost so the
 # last spatial axis can be vectorised; the second blocks the reduction outside the S1 tile
@@ -26,40 +24,12 @@ UNROLL_STEPS = (0, 16, 64, 256)
 MAX_VECTOR_TILE = 64  # a larger innermost tile spills the register file
 
 
-@dataclass(frozen=True)
-class Nest:
-    """What the template needs to know about the unscheduled function."""
-
-    main: str
-    spatial: tuple[tuple[str, int], ...]
-    reduce: tuple[tuple[str, int], ...]
-    operands: tuple[str, ...]  # function inputs the main block reads directly: packable
-    stages: tuple[tuple[str, bool], ...]  # producer blocks (name, can be inlined), consumers first
-
-
-def analyse(func) -> Nest:
-    sch = s_tir.Schedule(func)
-    blocks = [sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root"))]
-    main = blocks[-1]
-    axes = [(iv.var.name.removeprefix("v_"), int(iv.dom.extent), int(iv.iter_type)) for iv in main.iter_vars]
-    params = {p.name for p in func.params}
-    operands = tuple(dict.fromkeys(r.source.name for r in main.reads if r.source.name in params))
-    stages = tuple((b.name_hint, all(int(iv.iter_type) == IterVar.DataPar for iv in b.iter_vars))
-                   for b in reversed(blocks[:-1]))
-    return Nest(main.name_hint,
-                tuple((n, e) for n, e, t in axes if t == IterVar.DataPar),
-                tuple((n, e) for n, e, t in axes if t == IterVar.CommReduce),
-                operands, stages)
-
-
-class CpuTemplateSpace(KnobSpace):
+class CpuTemplateSpace(TemplateSpace):
     name = "cpu-template"
 
     def __init__(self, workload):
-        self.workload = workload
-        self.func = workload.prim_func()
-        self.nest = analyse(self.func)
-        super().__init__(self._knobs())
+        self.nest = analyse(workload.prim_func())
+        super().__init__(workload, self._knobs())
 
     def _knobs(self) -> list:
         nest, levels = self.nest, ("root", 0, 1, 2, 3)
@@ -74,29 +44,8 @@ class CpuTemplateSpace(KnobSpace):
         knobs += [Choice(f"stage.{s}", (("inline",) if inlinable else ()) + levels) for s, inlinable in nest.stages]
         return knobs
 
-    def named(self, name: str) -> Point:
-        if name == "naive":
-            point = {k.name: k.trivial() if isinstance(k, Split) else k.options[0] for k in self.knobs}
-            return point | {f"stage.{s}": "root" for s, _ in self.nest.stages}
-        if name == "hand":
-            if self.workload.family.hand is None:
-                raise InvalidPoint(f"workload {self.workload.name} has no hand schedule")
-            point = self.named("naive") | self.workload.family.hand(**self.workload.kwargs)
-            reason = self.check(point)
-            if reason:
-                raise InvalidPoint(f"hand schedule of {self.workload.key} is invalid: {reason}")
-            return point
-        raise InvalidPoint(f"unknown named point '{name}' (known: naive, hand)")
-
-    def schedule(self, point: Point) -> s_tir.Schedule:
-        sch = s_tir.Schedule(self.func)
-        if point == self.named("naive"):
-            return sch  # the plain default schedule, untouched
-        try:
-            self._transform(sch, point)
-        except Exception as err:  # TVM reports schedule errors as assorted exception types
-            raise InvalidPoint(_first_line(err)) from None
-        return sch
+    def hand_of(self, family):
+        return family.hand
 
     def _transform(self, sch: s_tir.Schedule, point: Point) -> None:
         nest = self.nest
@@ -174,8 +123,3 @@ def _vectorize_innermost(sch, block) -> None:
     loops = sch.get_loops(block)
     if loops and sch.get(loops[-1]).extent.value > 1:
         sch.vectorize(loops[-1])
-
-
-def _first_line(err: Exception) -> str:
-    lines = [l.strip() for l in str(err).splitlines() if l.strip() and not l.strip().startswith(("File", "^", "#"))]
-    return (lines[-1] if lines else type(err).__name__)[:300]

@@ -2,6 +2,7 @@
 import numpy as np
 from tvm import te, tirx
 
+from .. import vendor
 from .fit import fit
 from .registry import preset, workload
 
@@ -14,19 +15,21 @@ def _hand(M: int, N: int) -> dict:
             "parallel": 1, "vectorize": True, "unroll": 16}
 
 
+def _gpu_hand(M: int, N: int) -> dict:
+    """The GEMM recipe's analogue: 256 outputs per block (64 threads x 4), taps split by 16
+    with both operands cached at that level in registers, padding inlined."""
+    from ..space.cuda_template import padded
+
+    return {"tile.i": fit(padded(M + N - 1), 64, 4), "tile.k": fit(N, 16), "stage.A_pad": "inline",
+            "cache.A_pad": "local", "cache.B": "local", "cache_at": "R0", "accumulate": "local", "vector": 4}
+
+
 def _reference(a, b, **_):
     return np.convolve(a, b).astype(a.dtype)
 
 
-def _torch(a, b, N, **_):
-    import torch
-
-    # torch convolves by cross-correlation: flip the taps and pad fully
-    return torch.nn.functional.conv1d(a[None, None], b.flip(0)[None, None], padding=N - 1)[0, 0]
-
-
 @workload("conv1d", params=("M", "N"), flops=lambda M, N: 2 * M * N, reference=_reference, hand=_hand,
-          torch=_torch)
+          torch=vendor.conv1d, gpu_hand=_gpu_hand)
 def conv1d(M: int, N: int) -> list:
     """Full convolution of A[M] with B[N]: C[M+N-1], as numpy.convolve(A, B).
 

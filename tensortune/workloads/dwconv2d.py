@@ -2,6 +2,7 @@
 import numpy as np
 from tvm import te, tirx
 
+from .. import vendor
 from .fit import fit
 from .registry import preset, workload
 
@@ -45,21 +46,35 @@ def _dw_hand(B: int, C: int, H: int, W: int, K: int) -> dict:
             "stage.A_pad": 0, "parallel": 2, "vectorize": True, "unroll": 64}
 
 
-def _torch_depthwise(a, w, C, K):
-    import torch
+def _dw_gpu_hand(B: int, C: int, H: int, W: int, K: int) -> dict:
+    """The GEMM recipe's analogue: an 8x32 output tile per block and channel (8x8 threads,
+    1x4 per thread), the taps cached per thread, padding inlined, written back 4 wide."""
+    from ..space.cuda_template import padded
 
-    return torch.nn.functional.conv2d(a, w, padding=(K - 1) // 2, groups=C)
+    return {"tile.b": (B, 1, 1), "tile.c": (C, 1, 1), "tile.h": fit(padded(H), 8, 1),
+            "tile.w": fit(padded(W), 8, 4), "tile.kh": (1, K), "tile.kw": (1, K), "stage.A_pad": "inline",
+            "cache.A_pad": "local", "cache.W": "local", "cache_at": "R0", "accumulate": "local", "vector": 4}
 
 
 @workload("dwconv2d", params=("B", "C", "H", "W", "K"), flops=lambda B, C, H, W, K: 2 * B * C * H * W * K * K,
           reference=lambda a, w, **_: _depthwise_reference(a, w), hand=_dw_hand,
-          torch=lambda a, w, C, K, **_: _torch_depthwise(a, w, C, K))
+          torch=vendor.dwconv2d, gpu_hand=_dw_gpu_hand)
 def dwconv2d(B: int, C: int, H: int, W: int, K: int) -> list:
     """Depthwise conv: input (B,C,H,W), weights (C,1,K,K), stride 1, zero padding (K-1)//2."""
     _check(H, W, K)
     A = te.placeholder((B, C, H, W), "float32", name="A")
     Wt = te.placeholder((C, 1, K, K), "float32", name="W")
     return [A, Wt, _depthwise(A, Wt, B, C, H, W, K, "D")]
+
+
+def _sep_gpu_hand(B: int, C: int, H: int, W: int, K: int, C_out: int) -> dict:
+    """The pointwise stage tiled like the depthwise one, all output channels of a pixel in
+    one thread's registers; the depthwise stage its own kernel."""
+    from ..space.cuda_template import padded
+
+    return {"tile.b": (B, 1, 1), "tile.o": fit(C_out, 1, C_out), "tile.h": fit(padded(H), 8, 1),
+            "tile.w": fit(padded(W), 32, 1), "tile.c": (1, C), "stage.D": "root", "stage.A_pad": "inline",
+            "cache.D": "local", "cache.PW": "local", "cache_at": "R0", "accumulate": "local", "vector": 1}
 
 
 def _sep_reference(a, w, pw, **_):
@@ -77,7 +92,7 @@ def _sep_hand(B: int, C: int, H: int, W: int, K: int, C_out: int) -> dict:
 @workload("dwsep_conv2d", params=("B", "C", "H", "W", "K", "C_out"),
           flops=lambda B, C, H, W, K, C_out: 2 * B * C * H * W * (K * K + C_out),
           reference=_sep_reference, hand=_sep_hand,
-          torch=lambda a, w, pw, C, K, **_: __import__("torch").nn.functional.conv2d(_torch_depthwise(a, w, C, K), pw))
+          torch=vendor.dwsep_conv2d, gpu_hand=_sep_gpu_hand)
 def dwsep_conv2d(B: int, C: int, H: int, W: int, K: int, C_out: int) -> list:
     """Depthwise KxK conv then a 1x1 pointwise conv to C_out channels (weights (C_out,C,1,1))."""
     _check(H, W, K)

@@ -1,6 +1,7 @@
 """C = A @ B in float32."""
 from tvm import te
 
+from .. import vendor
 from .fit import fit
 from .registry import preset, workload
 
@@ -14,12 +15,20 @@ def _hand(M: int, N: int, K: int) -> dict:
             "parallel": 1, "vectorize": True, "unroll": 64}
 
 
+def _gpu_hand(M: int, N: int, K: int) -> dict:
+    """The seed's GPU recipe: a 64x64 output tile per block, 4x4 per thread (16x16 threads),
+    the reduction split by 16 with both operands cached at that level in registers, the
+    tile accumulated in registers and written back 4 wide."""
+    return {"tile.i": fit(M, 16, 4), "tile.j": fit(N, 16, 4), "tile.k": fit(K, 16),
+            "cache.A": "local", "cache.B": "local", "cache_at": "R0", "accumulate": "local", "vector": 4}
+
+
 def _reference(a, b, **_):
     return a @ b
 
 
 @workload("gemm", params=("M", "N", "K"), flops=lambda M, N, K: 2 * M * N * K,
-          reference=_reference, hand=_hand, torch=lambda a, b, **_: a @ b)
+          reference=_reference, hand=_hand, torch=vendor.gemm, gpu_hand=_gpu_hand)
 def gemm(M: int, N: int, K: int) -> list:
     """Matrix multiply C[M,N] = A[M,K] @ B[K,N], float32."""
     A = te.placeholder((M, K), "float32", name="A")

@@ -2,7 +2,7 @@
 
 A family is one function returning TE tensors (inputs first, output last) plus a NumPy
 reference and a FLOP count. Bytes moved are derived from the tensors, so they are never
-written twice. `hand` gives the expert's CPU schedule as knob values for a shape.
+written twice. `hand` and `gpu_hand` give the expert's CPU and CUDA schedules as knob values for a shape.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ class Family:
     flops: Callable[..., int]
     hand: Callable[..., dict] | None = None
     torch: Callable[..., object] | None = None  # the vendor implementation, on torch tensors
+    gpu_hand: Callable[..., dict] | None = None  # the expert's CUDA schedule as knob values
     doc: str = ""
     source: str | None = None  # the user's file that defines it (worker processes import it)
 
@@ -95,11 +96,12 @@ PRESETS: dict[str, tuple[str, tuple[int, ...], str]] = {}
 
 def workload(name: str, params: tuple[str, ...], flops: Callable[..., int],
              reference: Callable[..., np.ndarray] | None = None,
-             hand: Callable[..., dict] | None = None, torch: Callable[..., object] | None = None) -> Callable:
+             hand: Callable[..., dict] | None = None, torch: Callable[..., object] | None = None,
+             gpu_hand: Callable[..., dict] | None = None) -> Callable:
     """Register a TE compute function as an operator family (see README, "Your own operator")."""
 
     def register(compute: Callable[..., list]) -> Callable[..., list]:
-        FAMILIES[name] = Family(name, params, compute, reference, flops, hand, torch,
+        FAMILIES[name] = Family(name, params, compute, reference, flops, hand, torch, gpu_hand,
                                 (compute.__doc__ or "").strip())
         return compute
 

@@ -1,0 +1,169 @@
+"""Batches: kernels built here, run on another machine, results brought back.
+
+The way to a GPU host that has no compiler and no network (or to any machine, CPU included):
+
+    tensortune batch export gemm-1024 conv1d-1024 --target cuda --count 256 --out BATCH
+    python BATCH/runner.py BATCH            # on the GPU host: NumPy + TVM's runtime (+ torch)
+    tensortune batch import BATCH           # back here: results into the records database
+
+A batch directory holds manifest.json (each candidate's workload, space, point and label),
+cases/*.npz (inputs, the expected output from the NumPy reference, the tolerance), kernels/
+(libraries, and for CUDA the binaries nvcc made here), and runner.py and vendor.py, copied
+from this package. The runner appends to results.jsonl, one line per kernel, then a line of
+vendor baselines.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from .db import Database, Task
+from .errors import UserError
+from .measure import MeasureConfig, Measurer, Result
+from .measure import runner, tasks
+from .measure.config import Timing
+from .space import TEMPLATES, InvalidPoint, KnobSpace, Point, make_space, point_key
+from .target import Target, cuda_hardware
+from .workloads import Workload
+
+MANIFEST, RESULTS = "manifest.json", "results.jsonl"
+
+
+def choose_points(space: KnobSpace, count: int, seed: int) -> list[tuple[str, Point]]:
+    """naive and hand, then `count` more: half the evolutionary strategy's local moves around
+    hand (1-3 mutation steps), half random samples. With no timings yet to learn from, this is
+    what a strategy can propose; the results then let strategies be replayed offline."""
+    rng = random.Random(seed)
+    chosen = [("naive", space.named("naive"))]
+    try:
+        chosen.append(("hand", space.named("hand")))
+    except InvalidPoint:
+        pass
+    seen = {point_key(p) for _, p in chosen}
+    parent = chosen[-1][1]
+    for attempt in range(count * 50):
+        if len(chosen) >= count + 2 or attempt == count * 50 - 1:
+            break
+        local = attempt % 2 == 0
+        point = space.mutate(parent, rng, steps=rng.choice((1, 2, 3))) if local else space.sample(rng)
+        if point_key(point) not in seen:
+            seen.add(point_key(point))
+            chosen.append(("search", point))
+    return chosen
+
+
+def export_batch(workloads: list[Workload], target: Target, out: Path, count: int, seed: int = 0,
+                 config: MeasureConfig | None = None, progress=lambda *_: None) -> dict:
+    """Build naive, hand and `count` candidates per workload into a batch directory."""
+    if (out / MANIFEST).exists():
+        raise UserError(f"'{out}' already holds a batch; pass a new --out folder")
+    config = config or MeasureConfig()
+    (out / "kernels").mkdir(parents=True, exist_ok=True)
+    (out / "cases").mkdir(exist_ok=True)
+    manifest = {"version": 1, "device": "cuda" if target.name == "cuda" else "cpu", "target": target.spec,
+                "target_name": target.name, "hardware": target.hardware, "threads": target.threads,
+                "timing": _timing(config), "cases": {}, "candidates": [], "failed": []}
+    for wl in workloads:
+        space_name = TEMPLATES[target.spec["kind"]]
+        space = make_space(space_name, wl, target.spec)
+        case = _case_name(wl)
+        inputs, expected, _, tolerance = tasks._case(wl.ident, config.seed)
+        np.savez(out / "cases" / f"{case}.npz", **{f"input{i}": a for i, a in enumerate(inputs)},
+                 expected=expected, tolerance=np.float64(tolerance))
+        manifest["cases"][case] = {"workload": wl.key, "family": wl.name, "kwargs": wl.kwargs, "flops": wl.flops}
+        labelled = choose_points(space, count, seed)
+        ids = [f"{case}-{i:04d}" for i in range(len(labelled))]
+        with Measurer(space, target.spec, config) as measurer:
+            outcomes = measurer.build([p for _, p in labelled], [str(out / "kernels" / f"{i}.so") for i in ids])
+        for cid, (label, point), built in zip(ids, labelled, outcomes):
+            entry = {"id": cid, "case": case, "workload": wl.key, "space": space_name, "label": label, "point": point}
+            if built.ok:
+                manifest["candidates"].append(entry | {"artifact": f"kernels/{cid}.so", "build_s": built.value})
+            else:
+                status = "invalid" if built.kind == "invalid" else f"build_{built.kind}"
+                manifest["failed"].append(entry | {"status": status, "reason": built.reason})
+        progress(wl, len(labelled))
+    for module in (runner.__file__, Path(__file__).with_name("vendor.py")):
+        shutil.copy(module, out)
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1, default=list))
+    return manifest
+
+
+def _timing(config: MeasureConfig) -> dict:
+    timing = asdict(Timing(config.final_repeat, config.final_min_repeat_ms))
+    return timing | {"cutoff_s": 1e9}  # JSON has no infinity
+
+
+def _case_name(wl: Workload) -> str:
+    return "".join(c if c.isalnum() else "_" for c in wl.key).strip("_")
+
+
+def import_batch(batch: Path, db: Database) -> list[dict]:
+    """Every candidate's outcome into the database (one transaction); per workload a summary:
+    naive, hand, best and torch seconds."""
+    manifest, results = read_batch(batch)
+    marker = batch / "imported-into"
+    imported = marker.read_text().split("\n") if marker.exists() else []
+    if str(Path(db.path).resolve()) in imported:
+        raise UserError(f"'{batch}' was already imported into '{db.path}'; importing it again would count it twice")
+    info = results.get("baselines", {})
+    hardware = (cuda_hardware(manifest["target"]["arch"], info.get("device_name", ""))
+                if manifest["device"] == "cuda" else manifest["hardware"])
+    rows = []
+    for entry in manifest["candidates"] + manifest["failed"]:
+        task = Task(entry["workload"], manifest["target_name"], hardware, entry["space"])
+        rows.append((task, entry["label"], entry["point"], _result(entry, results, manifest)))
+    db.add_many(rows)
+    with open(marker, "a") as f:
+        f.write(str(Path(db.path).resolve()) + "\n")
+    return [_summary(case, spec, rows, info) for case, spec in manifest["cases"].items()]
+
+
+def read_batch(batch: Path) -> tuple[dict, dict]:
+    if not (batch / MANIFEST).is_file():
+        raise UserError(f"'{batch}' is not a batch (no {MANIFEST}); make one with 'tensortune batch export'")
+    if not (batch / RESULTS).is_file():
+        raise UserError(f"'{batch}' has no {RESULTS} yet; run it first: python {batch}/runner.py {batch}")
+    manifest = json.loads((batch / MANIFEST).read_text())
+    results = {}
+    for line in (batch / RESULTS).read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a crash of the whole host: that kernel counts as not run
+        results[record["id"]] = record
+    missing = [c["id"] for c in manifest["candidates"] if c["id"] not in results]
+    if missing:
+        raise UserError(f"{len(missing)} kernels of '{batch}' have no result (first: {missing[0]}); "
+                        f"run the batch again to finish it: python {batch}/runner.py {batch}")
+    return manifest, results
+
+
+def _result(entry: dict, results: dict, manifest: dict) -> Result:
+    if "status" in entry:  # failed to schedule or build here
+        return Result(entry["status"], entry["reason"])
+    out = results[entry["id"]]
+    if out["status"] != "ok":
+        return Result(out["status"], out.get("reason", ""), build_s=entry["build_s"])
+    reason = "; ".join(filter(None, [f"max relative error {out['error']:.1e}", out.get("note")]))
+    threads = manifest["threads"] if manifest["device"] == "cpu" else 0
+    return Result("ok", reason, tuple(out["runs"]), threads, entry["build_s"])
+
+
+def _summary(case: str, spec: dict, rows: list, info: dict) -> dict:
+    mine = [(label, result) for task, label, _, result in rows if task.workload == spec["workload"]]
+    best = {}
+    for label, result in mine:
+        best[label] = min(best.get(label, math.inf), result.latency)
+    torch = info.get("torch", {}).get(case)
+    return {"workload": spec["workload"], "naive": best.get("naive", math.inf), "hand": best.get("hand", math.inf),
+            "best": min(best.values(), default=math.inf), "candidates": len(mine),
+            "correct": sum(r.ok for _, r in mine), "flops": spec["flops"],
+            "torch": float(np.median(torch["runs"])) if torch and not torch["wrong"] else math.inf}
+

@@ -1,0 +1,291 @@
+"""Load a compiled kernel, verify it, time it: with only NumPy and TVM's runtime.
+
+This file imports nothing from tensortune, so a batch directory carries it (with vendor.py)
+to a GPU host that has no TVM compiler and no network, where
+
+    python runner.py BATCH_DIR [--timeout 60]
+
+verifies and times every artifact of the batch, times the vendor baselines (torch, where
+installed) in the same run, and writes BATCH_DIR/results.jsonl for `tensortune batch import`.
+Each kernel runs in a worker process: a crash or a hang costs that candidate only, and
+results are appended as they come, so nothing measured is lost. The tuner's own runner
+(measure/tasks.py) calls the same `load`, `verify` and `time_kernel`.
+
+CUDA artifacts are a host library holding the kernels' CUDA source plus the binary nvcc made
+from that source on the build machine; on load, TVM asks for the source to be compiled and
+gets that binary instead, so no compiler is needed here. Timing on a GPU uses CUDA events
+(through torch) with the L2 cache flushed before every repeat; without torch it falls back
+to TVM's time_evaluator and says so.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+L2_FLUSH_BYTES = 256 << 20  # several times the L2 of current GPUs (H100/H200: 50 MB)
+
+
+def load(path: str, device: str):
+    """The kernel library at `path` (and, for CUDA, the binary beside it)."""
+    import tvm
+
+    if device == "cuda":
+        _serve_binary(Path(path).with_suffix(".fatbin"))
+    return tvm.runtime.load_module(path)
+
+
+def _serve_binary(binary_path: Path) -> None:
+    import tvm_ffi
+
+    binary = binary_path.read_bytes()
+
+    def compile_cuda(code, *_):  # TVM asks to compile the embedded source: hand back nvcc's binary
+        expected = binary_path.with_suffix(".sha256").read_text().strip()
+        if hashlib.sha256(code.encode()).hexdigest() != expected:
+            raise RuntimeError(f"{binary_path.name} was compiled from different CUDA source")
+        return binary
+
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_cuda, override=True)
+
+
+def device_of(kind: str):
+    import tvm
+
+    return tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
+
+
+def verify(got: np.ndarray, expected: np.ndarray, tolerance: float) -> tuple[float, str | None]:
+    """(max error relative to max |expected|, the reason it is wrong or None)."""
+    scale = float(np.abs(expected).max()) or 1.0
+    error = float(np.nan_to_num(np.abs(got - expected), nan=np.inf).max()) / scale
+    return error, None if error <= tolerance else f"max relative error {error:.2e} exceeds {tolerance:.1e}"
+
+
+def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray, tolerance: float, timing) -> dict:
+    """Verify on a NaN-filled output (catches a kernel that skips writes), then time.
+    `timing` has repeat, min_repeat_ms, budget_s and cutoff_s."""
+    import tvm
+
+    dev = device_of(device)
+    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+    args.append(tvm.runtime.tensor(np.full(expected.shape, np.nan, expected.dtype), dev))
+    start = time.perf_counter()
+    lib["main"](*args)  # the warm-up call, and the one that is checked
+    dev.sync()
+    once = time.perf_counter() - start
+    error, wrong = verify(args[-1].numpy(), expected, tolerance)
+    if wrong:
+        return {"status": "wrong", "reason": wrong}
+    if once > timing.cutoff_s:  # hopeless: timing it carefully would only cost search time
+        return {"status": "ok", "runs": [once], "error": error,
+                "note": f"timed once: slower than the cutoff {timing.cutoff_s * 1e3:.3g} ms"}
+    return {"status": "ok", "runs": time_kernel(lib, device, args, once, timing), "error": error}
+
+
+def time_kernel(lib, device: str, args, once: float, timing) -> list[float]:
+    """Seconds per call, one per repeat. CPU: TVM's time_evaluator, warm caches, each repeat
+    lasting min_repeat_ms. GPU: one launch per repeat between CUDA events, L2 flushed."""
+    # a very slow kernel (a naive GEMM takes seconds) gets fewer repeats, never under 3
+    repeat = max(3, min(timing.repeat, int(timing.budget_s / max(once, 1e-9))))
+    if device == "cuda" and _torch_cuda():
+        return time_on_gpu(lambda: lib["main"](*args), max(repeat, 20))
+    timer = lib.time_evaluator("main", device_of(device), number=1, repeat=repeat, min_repeat_ms=timing.min_repeat_ms)
+    return [float(r) for r in timer(*args).results]
+
+
+def _torch_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def time_on_gpu(call, repeat: int) -> list[float]:
+    """CUDA events around single launches, the L2 flushed before each (cold-cache timing:
+    the operands come from HBM, as they do for one operator inside a model)."""
+    import torch
+
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeat)]
+    for start, end in events:
+        flush.zero_()
+        start.record()
+        call()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) / 1e3 for start, end in events]
+
+
+def time_on_cpu(call, repeat: int, min_repeat_s: float, budget_s: float = 10.0) -> list[float]:
+    """Seconds per call, one per repeat: a warm-up call, then repeats each lasting at least
+    `min_repeat_s` (the rule of TVM's time_evaluator), fewer (never under 3) for slow calls."""
+    start = time.perf_counter()
+    call()
+    once = max(time.perf_counter() - start, 1e-9)
+    number = max(1, int(min_repeat_s / once))
+    runs = []
+    for _ in range(max(3, min(repeat, int(budget_s / (once * number))))):
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        runs.append((time.perf_counter() - start) / number)
+    return runs
+
+
+# ---- a batch: manifest.json, cases/*.npz, kernels/*, results.jsonl ----
+
+def run_batch(batch: Path, timeout_s: float) -> Path:
+    """Every candidate of the batch in worker processes (restarted after a crash or a hang),
+    then the vendor baselines. Returns the results file."""
+    manifest = json.loads((batch / "manifest.json").read_text())
+    results = batch / "results.jsonl"
+    done = {json.loads(line).get("id") for line in results.read_text().splitlines()} if results.exists() else set()
+    todo = [c["id"] for c in manifest["candidates"] if c["id"] not in done]
+    print(f"{len(todo)} of {len(manifest['candidates'])} candidates to run on {manifest['device']}", file=sys.stderr)
+    while todo:
+        todo = _supervise(batch, todo, results, timeout_s)
+    if "baselines" not in done:
+        _append(results, {"id": "baselines", **_baselines(manifest, batch)})
+    return results
+
+
+def _supervise(batch: Path, todo: list[str], results: Path, timeout_s: float) -> list[str]:
+    """Run `todo` in one worker until it finishes, crashes or hangs; the rest is returned."""
+    progress = batch / "progress"
+    progress.write_text("")
+    worker = subprocess.Popen([sys.executable, __file__, str(batch), "--worker", *todo],
+                              stderr=subprocess.PIPE, text=True)
+    started, last = None, time.monotonic()
+    while worker.poll() is None:
+        time.sleep(0.05)
+        current = (progress.read_text().split() or [None])[-1]
+        if current != started:
+            started, last = current, time.monotonic()
+        elif started and time.monotonic() - last > timeout_s:
+            worker.kill()
+            worker.wait()
+            _append(results, {"id": started, "status": "run_timeout", "reason": f"no result within {timeout_s:g} s"})
+            return todo[todo.index(started) + 1:]
+    stderr = worker.stderr.read().strip().splitlines()
+    finished = {json.loads(line)["id"] for line in results.read_text().splitlines()} if results.exists() else set()
+    rest = [c for c in todo if c not in finished]
+    if worker.returncode != 0 and rest:
+        crashed = rest[0] if started is None or started not in rest else started
+        _append(results, {"id": crashed, "status": "run_crash", "reason": _death(worker.returncode, stderr)})
+        rest.remove(crashed)
+    return rest
+
+
+def _death(returncode: int, stderr: list[str]) -> str:
+    """Why a worker died, in one line: the signal, or its last error message."""
+    if returncode < 0:
+        return f"the kernel's process died: {signal.Signals(-returncode).name}"
+    if returncode == 139 or any("Segfault" in line for line in stderr):
+        return "the kernel's process died: SIGSEGV"
+    errors = [line.strip() for line in stderr if "Error" in line]
+    return (errors or [f"the kernel's process exited with code {returncode}"])[-1][:300]
+
+
+def _worker(batch: Path, ids: list[str]) -> None:
+    manifest = json.loads((batch / "manifest.json").read_text())
+    candidates = {c["id"]: c for c in manifest["candidates"]}
+    timing = SimpleNamespace(**manifest["timing"])
+    for cid in ids:
+        with open(batch / "progress", "a") as f:
+            f.write(cid + "\n")
+        c = candidates[cid]
+        inputs, expected, tolerance = _case(batch, c["case"])
+        try:
+            lib = load(str(batch / c["artifact"]), manifest["device"])
+            out = run_kernel(lib, manifest["device"], inputs, expected, tolerance, timing)
+        except Exception as err:  # a kernel that fails to load or launch: its own result
+            out = {"status": "run_error", "reason": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
+        _append(batch / "results.jsonl", {"id": cid, **out})
+
+
+_CASES: dict = {}
+
+
+def _case(batch: Path, name: str):
+    if name not in _CASES:
+        data = np.load(batch / "cases" / f"{name}.npz")
+        inputs = [data[f"input{i}"] for i in range(len(data.files) - 2)]
+        _CASES[name] = (inputs, data["expected"], float(data["tolerance"]))
+    return _CASES[name]
+
+
+def _baselines(manifest: dict, batch: Path) -> dict:
+    """torch on the same device, per case: cuBLAS with TF32 off for fp32, cuDNN for convs."""
+    info = {"device_name": _device_name(manifest["device"]), "timer": _timer(manifest["device"]), "torch": {}}
+    try:
+        import torch
+    except ImportError:
+        return info | {"note": "torch is not installed: no vendor baselines"}
+    sys.path.insert(0, str(batch))
+    import vendor  # copied beside this file by `tensortune batch export`
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    device = "cuda" if manifest["device"] == "cuda" else "cpu"
+    for name, case in manifest["cases"].items():
+        fn = vendor.TORCH.get(case["family"])
+        if fn is None:
+            continue
+        inputs, expected, tolerance = _case(batch, name)
+        tensors = [torch.from_numpy(a).to(device) for a in inputs]
+        with torch.no_grad():
+            def call():
+                return fn(*tensors, **case["kwargs"])
+            error, wrong = verify(call().cpu().numpy(), expected, tolerance)
+            runs = time_on_gpu(call, 50) if device == "cuda" else time_on_cpu(call, 15, 0.05)
+        info["torch"][name] = {"runs": runs, "error": error, "wrong": wrong}
+    return info
+
+
+def _device_name(kind: str) -> str:
+    if kind == "cuda":
+        return str(device_of("cuda").device_name)
+    with open("/proc/cpuinfo") as f:
+        return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "cpu")
+
+
+def _timer(kind: str) -> str:
+    if kind != "cuda":
+        return "TVM time_evaluator, warm caches"
+    return "CUDA events, L2 flushed" if _torch_cuda() else "TVM time_evaluator, warm L2 (torch missing)"
+
+
+def _append(path: Path, record: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Verify and time a batch of compiled kernels.")
+    parser.add_argument("batch", type=Path)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds one kernel may take")
+    parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        _worker(args.batch, args.worker)
+        return
+    if not (args.batch / "manifest.json").exists():
+        sys.exit(f"error: {args.batch} is not a batch directory (no manifest.json); make one with `tensortune batch export`")
+    print(run_batch(args.batch, args.timeout))
+
+
+if __name__ == "__main__":
+    main()

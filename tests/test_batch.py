@@ -1,0 +1,99 @@
+"""Build here, run elsewhere: a batch exported, run by the runtime-only runner (on CPU
+artifacts: the same runner a GPU host uses), and imported into the records."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tvm
+from tvm import te
+
+from tensortune.batch import export_batch, import_batch
+from tensortune.db import Database
+from tensortune.errors import UserError
+from tensortune.measure import MeasureConfig
+from tensortune.target import make_target
+from tensortune.workloads import get_workload
+
+QUICK = MeasureConfig(threads=2, final_repeat=3, final_min_repeat_ms=1)
+
+
+def run_batch(batch, *extra):
+    env = dict(os.environ, TVM_USE_RUNTIME_LIB="1", TVM_NUM_THREADS="2")  # TVM's runtime only: no compiler
+    return subprocess.run([sys.executable, str(batch / "runner.py"), str(batch), *extra], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    out = tmp_path_factory.mktemp("batch") / "b"
+    workloads = [get_workload("gemm", "M=16,N=24,K=8"), get_workload("conv1d", "M=40,N=7")]
+    export_batch(workloads, make_target("cpu", 2), out, count=4, config=QUICK)
+    return out
+
+
+def test_export_writes_everything_the_runner_needs(batch):
+    manifest = json.loads((batch / "manifest.json").read_text())
+    assert {c["label"] for c in manifest["candidates"]} == {"naive", "hand", "search"}
+    assert len(manifest["candidates"]) + len(manifest["failed"]) == 2 * 6
+    assert (batch / "runner.py").is_file() and (batch / "vendor.py").is_file()
+    assert all((batch / c["artifact"]).is_file() for c in manifest["candidates"])
+
+
+def test_the_runtime_only_runner_then_import_stores_every_kernel(batch, tmp_path):
+    done = run_batch(batch)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(l) for l in (batch / "results.jsonl").read_text().splitlines()]
+    manifest = json.loads((batch / "manifest.json").read_text())
+    assert {l["id"] for l in lines} == {c["id"] for c in manifest["candidates"]} | {"baselines"}
+    assert all(l["status"] == "ok" for l in lines if l["id"] != "baselines")
+    baselines = lines[-1]
+    assert set(baselines["torch"]) == set(manifest["cases"])
+    assert all(b["wrong"] is None for b in baselines["torch"].values())  # torch computes the same thing
+
+    db = Database(str(tmp_path / "t.db"))
+    summaries = import_batch(batch, db)
+    assert [s["workload"] for s in summaries] == ["gemm(M=16,N=24,K=8)", "conv1d(M=40,N=7)"]
+    for s in summaries:
+        assert s["correct"] == 6 and s["best"] <= min(s["naive"], s["hand"]) and s["torch"] > 0
+    tasks = db.tasks("gemm(M=16,N=24,K=8)")
+    assert len(tasks) == 1 and len(db.records(tasks[0], ("naive", "hand", "search"))) == 6
+    with pytest.raises(UserError, match="already imported"):
+        import_batch(batch, db)
+
+
+def _rogue_gemm(path, kind, M=16, N=24, K=8):
+    """Same signature as the batch's GEMM; 'crash' reads far outside A, 'hang' loops ~forever."""
+    A, B = te.placeholder((M, K), name="A"), te.placeholder((K, N), name="B")
+    if kind == "crash":
+        C = te.compute((M, N), lambda i, j: A[i * 50_000_000 + 40_000_000, j % K] + B[0, j], name="C")
+    else:  # 2^32 terms per output (one reduction axis that long makes TVM's compiler run out of memory)
+        k1, k2 = te.reduce_axis((0, 1 << 16), name="k1"), te.reduce_axis((0, 1 << 16), name="k2")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k1 % K] * B[k2 % K, j], axis=[k1, k2]), name="C")
+    tvm.compile(te.create_prim_func([A, B, C]), target={"kind": "llvm"}).export_library(path)
+
+
+def test_a_crashing_or_hanging_kernel_costs_only_itself(tmp_path):
+    out = tmp_path / "rogue"
+    export_batch([get_workload("gemm", "M=16,N=24,K=8")], make_target("cpu", 2), out, count=2, config=QUICK)
+    manifest = json.loads((out / "manifest.json").read_text())
+    ids = [c["id"] for c in manifest["candidates"]]
+    _rogue_gemm(str(out / manifest["candidates"][1]["artifact"]), "crash")
+    _rogue_gemm(str(out / manifest["candidates"][2]["artifact"]), "hang")
+    done = run_batch(out, "--timeout", "3")
+    assert done.returncode == 0, done.stderr
+    status = {l["id"]: l.get("status") for l in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert [status[i] for i in ids] == ["ok", "run_crash", "run_timeout", "ok"]
+    reasons = {l["id"]: l.get("reason") for l in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert "SIGSEGV" in reasons[ids[1]] and "within 3 s" in reasons[ids[2]]
+
+
+def test_import_of_an_unfinished_batch_says_what_to_do(tmp_path):
+    out = tmp_path / "b"
+    export_batch([get_workload("gemm", "M=8,N=8,K=8")], make_target("cpu", 2), out, count=1, config=QUICK)
+    with pytest.raises(UserError, match="run it first"):
+        import_batch(out, Database(str(tmp_path / "t.db")))
+    (out / "results.jsonl").write_text('{"id": "baselines"}\n')
+    with pytest.raises(UserError, match="have no result"):
+        import_batch(out, Database(str(tmp_path / "t.db")))
