@@ -73,12 +73,15 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def batch_table(summaries: list[dict], device: str) -> str:
     """One line per workload of an imported batch: best found vs naive, hand and torch."""
-    head = (f"{'workload':40}{'naive ms':>11}{'hand ms':>10}{'best ms':>10}{'torch ms':>10}"
-            f"{'/naive':>9}{'/hand':>8}{'/torch':>8}{'GFLOP/s':>9}{'correct':>10}")
+    times = ("naive", "hand", "best", "torch")
+    head = f"{'workload':36}" + "".join(f"{t + ' ms':>11}" for t in times) + \
+        "".join(f"{'/' + t:>9}" for t in times if t != "best") + f"{'GFLOP/s':>9}{'correct':>10}"
     lines = [f"on {device}", head]
     for s in summaries:
         best = s["best"]
-        lines.append(f"{s['workload'][:39]:40}" + "".join(f"{_fmt(s[k] * 1e3, '.4f'):>10}" for k in ("naive", "hand", "best", "torch"))
-                     + "".join(f"{_fmt(s[k] / best if math.isfinite(best) else None, '.2f') + 'x':>8}" for k in ("naive", "hand", "torch"))
-                     + f"{_fmt(_gflops(s['flops'], best), '.1f'):>9}{s['correct']:>6}/{s['candidates']}")
+        ratios = [s[t] / best if math.isfinite(best) else None for t in times if t != "best"]
+        lines.append(f"{s['workload'][:35]:36}" + "".join(f"{_fmt(s[t] * 1e3, '.4f'):>11}" for t in times)
+                     + "".join(f"{_fmt(r, '.2f') + ('x' if r and math.isfinite(r) else ''):>9}" for r in ratios)
+                     + f"{_fmt(_gflops(s['flops'], best if math.isfinite(best) else None), '.1f'):>9}"
+                     + f"{s['correct']:>6}/{s['candidates']}")
     return "\n".join(lines)

@@ -47,6 +47,7 @@ def load(path: str, device: str):
 def _serve_binary(binary_path: Path) -> None:
     import tvm_ffi
 
+    _load_cuda_runtime()
     binary = binary_path.read_bytes()
 
     def compile_cuda(code, *_):  # TVM asks to compile the embedded source: hand back nvcc's binary
@@ -56,6 +57,18 @@ def _serve_binary(binary_path: Path) -> None:
         return binary
 
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_cuda, override=True)
+
+
+def _load_cuda_runtime() -> None:
+    """TVM loads its CUDA runtime library when it registers its CUDA backend, which a
+    runtime-only install may skip; load it directly then (it needs the CUDA driver)."""
+    import ctypes
+
+    import tvm
+    import tvm_ffi
+
+    if tvm_ffi.get_global_func("ffi.Module.load_from_bytes.cuda", allow_missing=True) is None:
+        ctypes.CDLL(str(Path(tvm.__file__).parent / "lib" / "libtvm_runtime_cuda.so"), mode=ctypes.RTLD_GLOBAL)
 
 
 def device_of(kind: str):
@@ -238,6 +251,8 @@ def _baselines(manifest: dict, batch: Path) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     device = "cuda" if manifest["device"] == "cuda" else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        return info | {"note": "torch sees no CUDA GPU: no vendor baselines"}
     for name, case in manifest["cases"].items():
         fn = vendor.TORCH.get(case["family"])
         if fn is None:
@@ -255,7 +270,10 @@ def _baselines(manifest: dict, batch: Path) -> dict:
 
 def _device_name(kind: str) -> str:
     if kind == "cuda":
-        return str(device_of("cuda").device_name)
+        try:
+            return str(device_of("cuda").device_name)
+        except Exception as err:  # no driver: say so rather than lose the results line
+            return f"unknown GPU ({type(err).__name__})"
     with open("/proc/cpuinfo") as f:
         return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "cpu")
 
