@@ -6,19 +6,22 @@ from pathlib import Path
 
 from .db import Database
 from .errors import UserError
+from .measure.tasks import BuildTask, build
 from .space import make_space
 from .target import Target
 from .workloads import Workload
 
 
 def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> list[Path]:
-    """The fastest correct record for this workload on this hardware, from any space."""
+    """The fastest correct record for this workload on this hardware, from any space. For a
+    GPU, also the CUDA binary (kernel.fatbin, with its source's hash in kernel.sha256)."""
     import tvm
 
-    tasks = [t for t in db.tasks(wl.key) if (t.target, t.hardware) == (target.name, target.hardware)]
+    hardware = _hardware(wl, target, db)
+    tasks = [t for t in db.tasks(wl.key) if (t.target, t.hardware) == (target.name, hardware)]
     candidates = [(record, task) for task in tasks for record in [db.best(task)] if record is not None]
     if not candidates:
-        raise UserError(f"no correct kernel for {wl.key} on this hardware ({target.hardware}) in {db.path}; "
+        raise UserError(f"no correct kernel for {wl.key} on this hardware ({hardware}) in {db.path}; "
                         f"run 'tensortune tune' first")
     best, task = min(candidates, key=lambda c: c[0].result.latency)
     space = task.space
@@ -28,14 +31,36 @@ def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> lis
     except OSError as err:
         raise UserError(f"cannot create '{folder}': {err.strerror}; pass --out with a writable folder") from None
     paths = [folder / "kernel.so", folder / "kernel.py", folder / "record.json"]
-    tvm.compile(schedule.mod, target=tvm.target.Target(target.spec)).export_library(str(paths[0]))
+    build(BuildTask(tvm.ir.save_json(schedule.mod), target.spec, str(paths[0])))
+    if target.name == "cuda":
+        paths += [folder / "kernel.fatbin", folder / "kernel.sha256"]
     paths[1].write_text(schedule.mod.script())
     ins, out = wl.io_specs()
     paths[2].write_text(json.dumps({
-        "workload": wl.key, "target": target.spec, "hardware": target.hardware, "space": space,
+        "workload": wl.key, "target": target.spec, "hardware": hardware, "space": space,
         "point": best.point, "latency_s": best.result.latency, "spread": best.result.spread,
         "threads": best.result.threads, "gflops": wl.flops / best.result.latency / 1e9,
         "inputs": [{"shape": s, "dtype": d} for s, d in ins], "output": {"shape": out[0], "dtype": out[1]},
-        "entry": "main", "note": f"set TVM_NUM_THREADS={best.result.threads} to run it as it was timed",
+        "entry": "main", "note": _how_to_run(target, best.result.threads),
     }, indent=2))
     return paths
+
+
+def _how_to_run(target: Target, threads: int) -> str:
+    if target.name == "cuda":
+        return ("kernel.fatbin holds the compiled kernels: load kernel.so with load(path, 'cuda') from "
+                "tensortune/measure/runner.py (TVM's runtime and the CUDA driver suffice)")
+    return f"set TVM_NUM_THREADS={threads} to run it as it was timed"
+
+
+def _hardware(wl: Workload, target: Target, db: Database) -> str:
+    """This machine's fingerprint; for a GPU target without a local GPU, the one GPU of that
+    architecture whose (imported) records there are."""
+    if target.name != "cuda" or target.gpu:
+        return target.hardware
+    prefix = target.spec["arch"] + "-"
+    seen = sorted({t.hardware for t in db.tasks(wl.key) if t.target == "cuda" and t.hardware.startswith(prefix)})
+    if len(seen) > 1:
+        raise UserError(f"records of {wl.key} from several {target.spec['arch']} GPUs ({', '.join(seen)}); "
+                        f"export on the GPU itself")
+    return seen[0] if seen else target.hardware

@@ -108,3 +108,22 @@ def test_every_seed_workload_builds_to_a_binary_for_the_gpu(tmp_path):
         for path in paths:
             binary = open(path.replace(".so", ".fatbin"), "rb").read()
             assert binary[:4] == bytes.fromhex("50ed55ba")  # the CUDA fat binary magic
+
+
+@needs_nvcc
+def test_the_best_imported_gpu_kernel_exports_with_its_binary(tmp_path):
+    """Records of a GPU measured elsewhere (as `batch import` stores them) export here."""
+    from tensortune.db import Database, Task
+    from tensortune.exporter import export_best
+    from tensortune.measure import Result
+
+    wl = get_workload("gemm", "M=64,N=64,K=64")
+    space = make_space("cuda-template", wl, GpuLimits().target())
+    db = Database(str(tmp_path / "t.db"))
+    task = Task(wl.key, "cuda", "sm_90-nvidia-h200", "cuda-template")
+    db.add(task, "search", [space.named("naive"), space.named("hand")], [Result("ok", runs=(2e-5,)), Result("ok", runs=(1e-5,))])
+    paths = export_best(wl, make_target("cuda", 1), db, tmp_path / "out")
+    assert [p.name for p in paths] == ["kernel.so", "kernel.py", "record.json", "kernel.fatbin", "kernel.sha256"]
+    assert all(p.is_file() for p in paths)
+    record = __import__("json").loads(paths[2].read_text())
+    assert record["hardware"] == "sm_90-nvidia-h200" and record["point"]["tile.k"] == list(space.named("hand")["tile.k"])

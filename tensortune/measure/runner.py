@@ -108,10 +108,10 @@ def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray,
 def time_kernel(lib, device: str, args, once: float, timing) -> list[float]:
     """Seconds per call, one per repeat. CPU: TVM's time_evaluator, warm caches, each repeat
     lasting min_repeat_ms. GPU: one launch per repeat between CUDA events, L2 flushed."""
+    if device == "cuda" and _torch_cuda():  # launches adding up to ~0.2 s: 20 to 200 of them
+        return time_on_gpu(lambda: lib["main"](*args), max(20, min(200, int(0.2 / max(once, 1e-9)))))
     # a very slow kernel (a naive GEMM takes seconds) gets fewer repeats, never under 3
     repeat = max(3, min(timing.repeat, int(timing.budget_s / max(once, 1e-9))))
-    if device == "cuda" and _torch_cuda():
-        return time_on_gpu(lambda: lib["main"](*args), max(repeat, 20))
     timer = lib.time_evaluator("main", device_of(device), number=1, repeat=repeat, min_repeat_ms=timing.min_repeat_ms)
     return [float(r) for r in timer(*args).results]
 
@@ -163,7 +163,7 @@ def run_batch(batch: Path, timeout_s: float) -> Path:
     then the vendor baselines. Returns the results file."""
     manifest = json.loads((batch / "manifest.json").read_text())
     results = batch / "results.jsonl"
-    done = {json.loads(line).get("id") for line in results.read_text().splitlines()} if results.exists() else set()
+    done = _finished(results)
     todo = [c["id"] for c in manifest["candidates"] if c["id"] not in done]
     print(f"{len(todo)} of {len(manifest['candidates'])} candidates to run on {manifest['device']}", file=sys.stderr)
     while todo:
@@ -175,10 +175,10 @@ def run_batch(batch: Path, timeout_s: float) -> Path:
 
 def _supervise(batch: Path, todo: list[str], results: Path, timeout_s: float) -> list[str]:
     """Run `todo` in one worker until it finishes, crashes or hangs; the rest is returned."""
-    progress = batch / "progress"
+    progress, log = batch / "progress", batch / "worker.log"
     progress.write_text("")
-    worker = subprocess.Popen([sys.executable, __file__, str(batch), "--worker", *todo],
-                              stderr=subprocess.PIPE, text=True)
+    with open(log, "w") as stderr:  # a file, not a pipe: a chatty worker cannot block on it
+        worker = subprocess.Popen([sys.executable, __file__, str(batch), "--worker", *todo], stderr=stderr)
     started, last = None, time.monotonic()
     while worker.poll() is None:
         time.sleep(0.05)
@@ -190,14 +190,25 @@ def _supervise(batch: Path, todo: list[str], results: Path, timeout_s: float) ->
             worker.wait()
             _append(results, {"id": started, "status": "run_timeout", "reason": f"no result within {timeout_s:g} s"})
             return todo[todo.index(started) + 1:]
-    stderr = worker.stderr.read().strip().splitlines()
-    finished = {json.loads(line)["id"] for line in results.read_text().splitlines()} if results.exists() else set()
+    finished = _finished(results)
     rest = [c for c in todo if c not in finished]
     if worker.returncode != 0 and rest:
         crashed = rest[0] if started is None or started not in rest else started
-        _append(results, {"id": crashed, "status": "run_crash", "reason": _death(worker.returncode, stderr)})
+        reason = _death(worker.returncode, log.read_text(errors="replace").splitlines())
+        _append(results, {"id": crashed, "status": "run_crash", "reason": reason})
         rest.remove(crashed)
     return rest
+
+
+def _finished(results: Path) -> set[str]:
+    """Ids with a result; a line cut short (the host itself died mid-write) does not count."""
+    ids = set()
+    for line in results.read_text().splitlines() if results.exists() else []:
+        try:
+            ids.add(json.loads(line)["id"])
+        except (json.JSONDecodeError, KeyError):
+            pass
+    return ids
 
 
 def _death(returncode: int, stderr: list[str]) -> str:
