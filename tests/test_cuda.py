@@ -74,10 +74,7 @@ def test_sampled_points_respect_the_limits(seed):
     space = cuda_space("dwconv2d-seed")
     point = space.sample(random.Random(seed))
     usage = resources(space.schedule(point))
-    threads = 1
-    for axis, _ in space.nest.spatial:
-        threads *= point[f"tile.{axis}"][1]
-    assert threads <= 1024 and usage["shared_bytes"] <= 49152 and usage["local_words"] + 16 <= 255
+    assert space.threads(point) <= 1024 and usage["shared_bytes"] <= 49152 and usage["local_words"] + 16 <= 255
 
 
 def test_tiles_of_awkward_extents_are_guarded():

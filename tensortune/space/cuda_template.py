@@ -83,18 +83,23 @@ class CudaTemplateSpace(TemplateSpace):
             return point | {"cache_at": "R0"}
         return point
 
-    def check(self, point: Point) -> str | None:
-        try:
-            self.validate(point)
-            threads = math.prod(point[f"tile.{a}"][1] for a, _ in self.nest.spatial)
-            if threads > self.limits.max_threads_per_block:
-                return f"{threads} threads per block exceed the limit of {self.limits.max_threads_per_block}"
-            usage = resources(self.schedule(point))
-        except InvalidPoint as err:
-            return str(err)
-        return self.limits_exceeded(usage, threads)
+    def threads(self, point: Point) -> int:
+        """Threads per block: the product of the thread tiles."""
+        return math.prod(point[f"tile.{a}"][1] for a, _ in self.nest.spatial)
 
-    def limits_exceeded(self, usage: dict, threads: int) -> str | None:
+    def apply(self, point: Point) -> s_tir.Schedule:
+        """The schedule, after checking the point against the GPU's limits (no compile)."""
+        self.validate(point)
+        threads = self.threads(point)
+        if threads > self.limits.max_threads_per_block:
+            raise InvalidPoint(f"{threads} threads per block exceed the limit of {self.limits.max_threads_per_block}")
+        sch = self.schedule(point)
+        reason = self._limits_exceeded(resources(sch), threads)
+        if reason:
+            raise InvalidPoint(reason)
+        return sch
+
+    def _limits_exceeded(self, usage: dict, threads: int) -> str | None:
         lim = self.limits
         if usage["shared_bytes"] > lim.max_shared_memory_per_block:
             return f"{usage['shared_bytes']} bytes of shared memory exceed the limit of {lim.max_shared_memory_per_block}"
@@ -104,12 +109,6 @@ class CudaTemplateSpace(TemplateSpace):
         if registers * threads > lim.registers_per_block:
             return f"about {registers} registers x {threads} threads exceed the block's {lim.registers_per_block}"
         return None
-
-    def apply(self, point: Point):
-        reason = self.check(point)
-        if reason:
-            raise InvalidPoint(reason)
-        return self.schedule(point)
 
     def _naive(self, sch: s_tir.Schedule) -> None:
         for block in sch.get_child_blocks(sch.get_sblock("root")):
@@ -122,22 +121,9 @@ class CudaTemplateSpace(TemplateSpace):
                 sch.compute_inline(sch.get_sblock(stage))
         main = sch.get_sblock(nest.main)
         reads = [r.source.name for r in sch.get(main).reads]
-        loops = sch.get_loops(main)
-        axes = [a for a, _ in nest.spatial] + [a for a, _ in nest.reduce]
-        levels: dict[str, list] = {"B": [], "T": [], "I": [], "R0": [], "R1": []}
-        for loop, axis in zip(loops[-len(axes):], axes):
-            factors = point[f"tile.{axis}"]
-            if axis in dict(nest.spatial):
-                for level, part in zip("BTI", sch.split(loop, [None, *factors[1:]])):
-                    levels[level].append(part)
-            else:
-                for level, part in zip(("R0", "R1"), sch.split(loop, list(factors))):
-                    levels[level].append(part)
-        sch.reorder(*levels["B"], *levels["T"], *levels["R0"], *levels["R1"], *levels["I"])
-        bx, tx = sch.fuse(*levels["B"]), sch.fuse(*levels["T"])
-        sch.bind(bx, "blockIdx.x")
-        sch.bind(tx, "threadIdx.x")
-        threads = math.prod(point[f"tile.{a}"][1] for a, _ in nest.spatial)
+        levels = self._tile(sch, main, point)
+        tx = levels["T"][0]
+        threads = self.threads(point)
         if point["accumulate"] == "local":
             write_back = sch.cache_write(main, 0, "local")
             sch.reverse_compute_at(write_back, tx, preserve_unit_loops=True)
@@ -156,7 +142,27 @@ class CudaTemplateSpace(TemplateSpace):
             if point[f"stage.{stage}"] == "root":
                 _bind_flat(sch, sch.get_sblock(stage))
 
+    def _tile(self, sch, main, point: Point) -> dict[str, list]:
+        """Split, order B T R0 R1 I, fuse and bind: the loops of each level (B and T fused)."""
+        nest = self.nest
+        axes = [a for a, _ in nest.spatial] + [a for a, _ in nest.reduce]
+        levels: dict[str, list] = {"B": [], "T": [], "I": [], "R0": [], "R1": []}
+        for loop, axis in zip(sch.get_loops(main)[-len(axes):], axes):
+            factors = point[f"tile.{axis}"]
+            if axis in dict(nest.spatial):  # the block count follows: tiles may overhang
+                parts = zip("BTI", sch.split(loop, [None, *factors[1:]]))
+            else:
+                parts = zip(("R0", "R1"), sch.split(loop, list(factors)))
+            for level, part in parts:
+                levels[level].append(part)
+        sch.reorder(*levels["B"], *levels["T"], *levels["R0"], *levels["R1"], *levels["I"])
+        levels["B"], levels["T"] = [sch.fuse(*levels["B"])], [sch.fuse(*levels["T"])]
+        sch.bind(levels["B"][0], "blockIdx.x")
+        sch.bind(levels["T"][0], "threadIdx.x")
+        return levels
+
     def _cache(self, sch, main, reads, index, scope, at, threads, vector) -> None:
+        """The main block's `index`-th read staged in `scope`, computed at loop `at`."""
         if len(reads) != len(self.reads):
             raise InvalidPoint("caching needs the main block's reads unchanged by inlining")
         block = sch.cache_read(main, index, scope)
@@ -186,11 +192,11 @@ def _bind_flat(sch, block) -> None:
 
 
 def _vectorize_tail(sch, block, vector: int) -> None:
-    loops = sch.get_loops(block)
-    extent = sch.get(loops[-1]).extent
-    if vector > 1 and isinstance(extent.value if hasattr(extent, "value") else None, int) \
-            and extent.value % vector == 0:
-        sch.vectorize(sch.split(loops[-1], [None, vector])[1])
+    """The block's innermost loop split `vector` wide and vectorised, where its extent allows."""
+    loop = sch.get_loops(block)[-1]
+    extent = sch.get(loop).extent
+    if vector > 1 and hasattr(extent, "value") and extent.value % vector == 0:
+        sch.vectorize(sch.split(loop, [None, vector])[1])
 
 
 def resources(sch) -> dict:
