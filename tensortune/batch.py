@@ -14,6 +14,7 @@ vendor baselines.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -33,29 +34,40 @@ from .target import Target, cuda_hardware
 from .workloads import Workload
 
 MANIFEST, RESULTS = "manifest.json", "results.jsonl"
+STAGING_KNOBS = ("cache.", "cache_at", "pack.")  # where operands are cached (GPU) or packed (CPU)
 
 
 def choose_points(space: KnobSpace, count: int, seed: int) -> list[tuple[str, Point]]:
-    """naive and hand, then `count` more: half the evolutionary strategy's local moves around
-    hand (1-3 mutation steps), half random samples. With no timings yet to learn from, this is
-    what a strategy can propose; the results then let strategies be replayed offline."""
+    """naive and hand; every staging choice at hand's tiles (which operands to cache or pack,
+    where, in which scope: on GPUs, whether shared memory or registers win is the lesson the
+    table must show); then, up to `count` more than naive and hand, alternately the
+    evolutionary strategy's local moves around hand (1-3 mutation steps) and random samples.
+    With no timings yet to learn from, this is what a strategy can propose; the results then
+    let strategies be replayed offline."""
     rng = random.Random(seed)
-    chosen = [("naive", space.named("naive"))]
+    chosen: dict[str, tuple[str, Point]] = {}
+
+    def add(label: str, point: Point) -> None:
+        if len(chosen) < count + 2:
+            chosen.setdefault(point_key(point), (label, point))
+
+    add("naive", space.named("naive"))
     try:
-        chosen.append(("hand", space.named("hand")))
+        add("hand", space.named("hand"))
     except InvalidPoint:
         pass
-    seen = {point_key(p) for _, p in chosen}
-    parent = chosen[-1][1]
+    parent = list(chosen.values())[-1][1]
+    staging = [k for k in space.knobs if k.name.startswith(STAGING_KNOBS)]
+    for values in itertools.product(*(k.options for k in staging)):
+        variant = space.canonical(parent | {k.name: v for k, v in zip(staging, values)})
+        if space.check(variant) is None:
+            add("search", variant)
     for attempt in range(count * 50):
-        if len(chosen) >= count + 2 or attempt == count * 50 - 1:
+        if len(chosen) >= count + 2:
             break
-        local = attempt % 2 == 0
-        point = space.mutate(parent, rng, steps=rng.choice((1, 2, 3))) if local else space.sample(rng)
-        if point_key(point) not in seen:
-            seen.add(point_key(point))
-            chosen.append(("search", point))
-    return chosen
+        add("search", space.mutate(parent, rng, steps=rng.choice((1, 2, 3))) if attempt % 2 == 0
+            else space.sample(rng))
+    return list(chosen.values())
 
 
 def export_batch(workloads: list[Workload], target: Target, out: Path, count: int, seed: int = 0,

@@ -13,6 +13,7 @@ from tensortune.batch import export_batch, import_batch
 from tensortune.db import Database
 from tensortune.errors import UserError
 from tensortune.measure import MeasureConfig
+from tensortune.space import point_key
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
 
@@ -97,3 +98,17 @@ def test_import_of_an_unfinished_batch_says_what_to_do(tmp_path):
     (out / "results.jsonl").write_text('{"id": "baselines"}\n')
     with pytest.raises(UserError, match="have no result"):
         import_batch(out, Database(str(tmp_path / "t.db")))
+
+
+def test_a_gpu_batch_tries_every_caching_choice_at_the_hand_tiles():
+    from tensortune.batch import choose_points
+    from tensortune.space import make_space
+
+    space = make_space("cuda-template", get_workload("gemm-1024"), make_target("cuda", 1).spec)
+    chosen = choose_points(space, 40, seed=0)
+    hand = chosen[1][1]
+    assert [label for label, _ in chosen[:2]] == ["naive", "hand"] and len(chosen) == 42
+    tiles = {k: v for k, v in hand.items() if k.startswith("tile.")}
+    scopes = {(p["cache.A"], p["cache.B"]) for _, p in chosen if all(p[k] == v for k, v in tiles.items())}
+    assert {("shared", "shared"), ("local", "local"), ("shared", "local"), ("none", "none")} <= scopes
+    assert len({point_key(p) for _, p in chosen}) == len(chosen)
