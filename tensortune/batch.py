@@ -29,6 +29,7 @@ from .errors import UserError
 from .measure import MeasureConfig, Measurer, Result
 from .measure import runner, tasks
 from .measure.config import Timing
+from .measure.measurer import build_failure
 from .space import TEMPLATES, InvalidPoint, KnobSpace, Point, make_space, point_key
 from .target import Target, cuda_hardware
 from .workloads import Workload
@@ -58,7 +59,7 @@ def choose_points(space: KnobSpace, count: int, seed: int) -> list[tuple[str, Po
         pass
     parent = list(chosen.values())[-1][1]
     staging = [k for k in space.knobs if k.name.startswith(STAGING_KNOBS)]
-    for values in itertools.product(*(k.options for k in staging)):
+    for values in itertools.product(*(k.values() for k in staging)):
         variant = space.canonical(parent | {k.name: v for k, v in zip(staging, values)})
         if space.check(variant) is None:
             add("search", variant)
@@ -81,11 +82,11 @@ def export_batch(workloads: list[Workload], target: Target, out: Path, count: in
     manifest = {"version": 1, "device": "cuda" if target.name == "cuda" else "cpu", "target": target.spec,
                 "target_name": target.name, "hardware": target.hardware, "threads": target.threads,
                 "timing": _timing(config), "cases": {}, "candidates": [], "failed": []}
+    space_name = TEMPLATES[target.spec["kind"]]
     for wl in workloads:
-        space_name = TEMPLATES[target.spec["kind"]]
         space = make_space(space_name, wl, target.spec)
         case = _case_name(wl)
-        inputs, expected, _, tolerance = tasks._case(wl.ident, config.seed)
+        inputs, expected, tolerance = tasks.case(wl.ident, config.seed)
         np.savez(out / "cases" / f"{case}.npz", **{f"input{i}": a for i, a in enumerate(inputs)},
                  expected=expected, tolerance=np.float64(tolerance))
         manifest["cases"][case] = {"workload": wl.key, "family": wl.name, "kwargs": wl.kwargs, "flops": wl.flops}
@@ -95,11 +96,11 @@ def export_batch(workloads: list[Workload], target: Target, out: Path, count: in
             outcomes = measurer.build([p for _, p in labelled], [str(out / "kernels" / f"{i}.so") for i in ids])
         for cid, (label, point), built in zip(ids, labelled, outcomes):
             entry = {"id": cid, "case": case, "workload": wl.key, "space": space_name, "label": label, "point": point}
-            if built.ok:
+            failure = build_failure(built)
+            if failure is None:
                 manifest["candidates"].append(entry | {"artifact": f"kernels/{cid}.so", "build_s": built.value})
             else:
-                status = "invalid" if built.kind == "invalid" else f"build_{built.kind}"
-                manifest["failed"].append(entry | {"status": status, "reason": built.reason})
+                manifest["failed"].append(entry | {"status": failure.status, "reason": failure.reason})
         progress(wl, len(labelled))
     for module in (runner.__file__, Path(__file__).with_name("vendor.py")):
         shutil.copy(module, out)
@@ -143,13 +144,7 @@ def read_batch(batch: Path) -> tuple[dict, dict]:
     if not (batch / RESULTS).is_file():
         raise UserError(f"'{batch}' has no {RESULTS} yet; run it first: python {batch}/runner.py {batch}")
     manifest = json.loads((batch / MANIFEST).read_text())
-    results = {}
-    for line in (batch / RESULTS).read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a crash of the whole host: that kernel counts as not run
-        results[record["id"]] = record
+    results = runner.read_results(batch / RESULTS)
     missing = [c["id"] for c in manifest["candidates"] if c["id"] not in results]
     if missing:
         raise UserError(f"{len(missing)} kernels of '{batch}' have no result (first: {missing[0]}); "
@@ -160,12 +155,8 @@ def read_batch(batch: Path) -> tuple[dict, dict]:
 def _result(entry: dict, results: dict, manifest: dict) -> Result:
     if "status" in entry:  # failed to schedule or build here
         return Result(entry["status"], entry["reason"])
-    out = results[entry["id"]]
-    if out["status"] != "ok":
-        return Result(out["status"], out.get("reason", ""), build_s=entry["build_s"])
-    reason = "; ".join(filter(None, [f"max relative error {out['error']:.1e}", out.get("note")]))
     threads = manifest["threads"] if manifest["device"] == "cpu" else 0
-    return Result("ok", reason, tuple(out["runs"]), threads, entry["build_s"])
+    return Result.from_run(results[entry["id"]], entry["build_s"], threads)
 
 
 def _summary(case: str, spec: dict, rows: list, info: dict) -> dict:

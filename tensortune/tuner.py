@@ -15,6 +15,7 @@ from typing import Callable
 from .db import Database, Task
 from .measure import Measurer, MeasureConfig, Result
 from .search import DEFAULT, make_strategy, metaschedule
+from .search.base import fastest_first
 from .space import TEMPLATES, InvalidPoint, Point, make_space
 from .space.sketch import SketchSpace, TraceSpace
 from .target import Target, check_runnable
@@ -104,8 +105,7 @@ def _tune_with_metaschedule(workload, target, db, config, measure, progress) -> 
                 db.add(task, "search", points, results)
                 history += zip(points, results)
                 progress(len(history), config.trials, _best(history))
-        ranked = sorted((h for h in history if h[1].ok), key=lambda h: h[1].latency)
-        finals = _retime(space, ranked[: config.final_top], measurer, db, task)
+        finals = _retime(space, fastest_first(history)[: config.final_top], measurer, db, task)
     return _summary(workload, task, measure, finals, history, past if past >= config.trials else 0, tuning_s)
 
 
@@ -127,8 +127,9 @@ def _retime(space, ranked, measurer: Measurer, db: Database, task: Task) -> dict
     out: dict[str, list] = {}
     results = measurer.measure([p for _, p in labelled], final=True, space=template)
     results += measurer.measure([p for p, _ in ranked], final=True)
-    for (label, point), result in zip(labelled + [("final", p) for p, _ in ranked], results):
-        db.add(task, label, [point], [result])
+    labelled += [("final", p) for p, _ in ranked]
+    db.add_many([(task, label, point, result) for (label, point), result in zip(labelled, results)])
+    for (label, point), result in zip(labelled, results):
         out.setdefault(label, []).append((point, result))
     return out
 

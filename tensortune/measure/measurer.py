@@ -41,7 +41,7 @@ class Measurer:
         device = "cuda" if self.target["kind"] == "cuda" else "cpu"
         runs = self.runner.map([tasks.RunTask(self.workload, paths[i], timing, cfg.seed, device) for i in built],
                                run_timeout)
-        results = [_build_failure(b) for b in builds]
+        results = [build_failure(b) for b in builds]
         for i, outcome in zip(built, runs):
             results[i] = _run_result(outcome, builds[i].value)
             for leftover in glob.glob(os.path.splitext(paths[i])[0] + ".*"):
@@ -81,7 +81,8 @@ def _schedule(space, point: dict) -> Outcome:
         return Outcome(False, kind="invalid", reason=str(err))
 
 
-def _build_failure(outcome: Outcome) -> Result | None:
+def build_failure(outcome: Outcome) -> Result | None:
+    """The result of a candidate that did not build (or was invalid); None if it built."""
     if outcome.ok:
         return None
     if outcome.kind == "invalid":
@@ -92,8 +93,4 @@ def _build_failure(outcome: Outcome) -> Result | None:
 def _run_result(outcome: Outcome, build_s: float) -> Result:
     if not outcome.ok:
         return Result(f"run_{outcome.kind}", outcome.reason, build_s=build_s)
-    value = outcome.value
-    if value["status"] != "ok":
-        return Result(value["status"], value["reason"], build_s=build_s)
-    reason = "; ".join(filter(None, [f"max relative error {value['error']:.1e}", value.get("note")]))
-    return Result("ok", reason, tuple(value["runs"]), value["threads"], build_s)
+    return Result.from_run(outcome.value, build_s, outcome.value.get("threads", 0))

@@ -18,6 +18,14 @@ class Result:
     threads: int = 0
     build_s: float = 0.0
 
+    @classmethod
+    def from_run(cls, run: dict, build_s: float, threads: int) -> "Result":
+        """The result of a runner's answer (runner.run_kernel: status, runs, error, note)."""
+        if run["status"] != OK:
+            return cls(run["status"], run.get("reason", ""), build_s=build_s)
+        reason = "; ".join(filter(None, [f"max relative error {run['error']:.1e}", run.get("note")]))
+        return cls(OK, reason, tuple(run["runs"]), threads, build_s)
+
     @property
     def ok(self) -> bool:
         return self.status == OK

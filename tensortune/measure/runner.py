@@ -9,7 +9,7 @@ verifies and times every artifact of the batch, times the vendor baselines (torc
 installed) in the same run, and writes BATCH_DIR/results.jsonl for `tensortune batch import`.
 Each kernel runs in a worker process: a crash or a hang costs that candidate only, and
 results are appended as they come, so nothing measured is lost. The tuner's own runner
-(measure/tasks.py) calls the same `load`, `verify` and `time_kernel`.
+(measure/tasks.py) calls the same `load` and `run_kernel`.
 
 CUDA artifacts are a host library holding the kernels' CUDA source plus the binary nvcc made
 from that source on the build machine; on load, TVM asks for the source to be compiled and
@@ -163,7 +163,7 @@ def run_batch(batch: Path, timeout_s: float) -> Path:
     then the vendor baselines. Returns the results file."""
     manifest = json.loads((batch / "manifest.json").read_text())
     results = batch / "results.jsonl"
-    done = _finished(results)
+    done = set(read_results(results))
     todo = [c["id"] for c in manifest["candidates"] if c["id"] not in done]
     print(f"{len(todo)} of {len(manifest['candidates'])} candidates to run on {manifest['device']}", file=sys.stderr)
     while todo:
@@ -190,7 +190,7 @@ def _supervise(batch: Path, todo: list[str], results: Path, timeout_s: float) ->
             worker.wait()
             _append(results, {"id": started, "status": "run_timeout", "reason": f"no result within {timeout_s:g} s"})
             return todo[todo.index(started) + 1:]
-    finished = _finished(results)
+    finished = read_results(results)
     rest = [c for c in todo if c not in finished]
     if worker.returncode != 0 and rest:
         crashed = rest[0] if started is None or started not in rest else started
@@ -200,15 +200,17 @@ def _supervise(batch: Path, todo: list[str], results: Path, timeout_s: float) ->
     return rest
 
 
-def _finished(results: Path) -> set[str]:
-    """Ids with a result; a line cut short (the host itself died mid-write) does not count."""
-    ids = set()
+def read_results(results: Path) -> dict[str, dict]:
+    """The results file by id; a line cut short (the host itself died mid-write) counts as
+    not run."""
+    out = {}
     for line in results.read_text().splitlines() if results.exists() else []:
         try:
-            ids.add(json.loads(line)["id"])
-        except (json.JSONDecodeError, KeyError):
-            pass
-    return ids
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        out[record["id"]] = record
+    return out
 
 
 def _death(returncode: int, stderr: list[str]) -> str:

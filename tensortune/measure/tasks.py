@@ -63,7 +63,7 @@ def build(task: BuildTask) -> float:
 
 
 @lru_cache(maxsize=4)
-def _case(workload: tuple, seed: int):
+def case(workload: tuple, seed: int) -> tuple[list[np.ndarray], np.ndarray, float]:
     """Random inputs (uniform in [-1, 1]), the expected output (the NumPy reference, or
     without one the unscheduled kernel's output) and the tolerance: made once per worker,
     not per candidate."""
@@ -76,7 +76,7 @@ def _case(workload: tuple, seed: int):
     expected = wl.reference(*inputs)
     if expected is None:
         expected = _naive_output(wl, inputs, out_shape, out_dtype)
-    return inputs, expected, (out_shape, out_dtype), tolerance(out_dtype, reduction_length(wl.prim_func()))
+    return inputs, expected, tolerance(out_dtype, reduction_length(wl.prim_func()))
 
 
 def _naive_output(wl, inputs, out_shape, out_dtype) -> np.ndarray:
@@ -108,7 +108,7 @@ def tolerance(dtype: str, reduction_length: int) -> float:
 
 def run(task: RunTask) -> dict:
     """Verify, then time (see runner.run_kernel). Returns a dict with status 'ok' or 'wrong'."""
-    inputs, expected, _, limit = _case(task.workload, task.seed)
+    inputs, expected, limit = case(task.workload, task.seed)
     lib = runner.load(task.path, task.device)
     return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing) | {"threads": _threads()}
 

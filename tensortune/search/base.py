@@ -51,5 +51,9 @@ class Strategy:
 
     def ranked(self, with_prior: bool = False) -> list[tuple[Point, Result]]:
         """Correct measurements (and warm-start evidence, if asked), fastest first."""
-        pool = self.prior + self.history if with_prior else self.history
-        return sorted((h for h in pool if h[1].ok), key=lambda h: h[1].latency)
+        return fastest_first(self.prior + self.history if with_prior else self.history)
+
+
+def fastest_first(history: list[tuple[Point, Result]]) -> list[tuple[Point, Result]]:
+    """The correct measurements of a history, fastest first."""
+    return sorted((h for h in history if h[1].ok), key=lambda h: h[1].latency)

@@ -1,6 +1,6 @@
 """Tree-structured Parzen estimator (Optuna) as a second model-based baseline.
 
-Every knob becomes an Optuna categorical distribution (a split's options are all of its valid
+Every knob becomes an Optuna categorical distribution (a split's values are all of its valid
 factorisations), so Optuna's ask/tell maps one to one onto ours. Failed candidates are told
 as failed trials; a proposal we already measured is answered from the history at once.
 """
@@ -10,7 +10,6 @@ import json
 
 from ..measure import Result
 from ..space import Point, point_key
-from ..space.knobs import Split
 from .base import Strategy
 
 
@@ -28,7 +27,7 @@ class TreeParzen(Strategy):
                                              multivariate=True)
         self.study = optuna.create_study(sampler=sampler)
         self.distributions = {k.name: optuna.distributions.CategoricalDistribution(
-            [json.dumps(v) for v in (k.options() if isinstance(k, Split) else k.options)]) for k in space.knobs}
+            [json.dumps(v) for v in k.values()]) for k in space.knobs}
         self.open: dict[str, list] = {}  # point key -> Optuna trials awaiting a result
         self.known: dict[str, Result] = {}
         self.asked: set[str] = set()  # keys Optuna proposed itself

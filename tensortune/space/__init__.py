@@ -27,9 +27,7 @@ def make_space(name: str, workload, target_spec: dict | None = None) -> KnobSpac
     if name == SketchSpace.name:
         return SketchSpace(workload, target_spec)
     if name == CudaTemplateSpace.name:
-        spec = target_spec or GpuLimits().target()
-        return CudaTemplateSpace(workload, GpuLimits(spec["arch"], spec["max_threads_per_block"],
-                                                     spec["max_shared_memory_per_block"]))
+        return CudaTemplateSpace(workload, GpuLimits.from_target(target_spec) if target_spec else GpuLimits())
     return SPACES[name](workload)
 
 

@@ -14,6 +14,13 @@ class InvalidPoint(Exception):
     """A point the space cannot turn into a schedule; the message is the precise reason."""
 
 
+def first_line(err: Exception) -> str:
+    """The message of a TVM error, without its traceback lines (TVM reports schedule errors
+    as assorted exception types, with the message last)."""
+    lines = [l.strip() for l in str(err).splitlines() if l.strip() and not l.strip().startswith(("File", "^", "#"))]
+    return (lines[-1] if lines else type(err).__name__)[:300]
+
+
 def point_key(point: Point) -> str:
     """Canonical text of a point: equal points have equal keys (used for de-duplication)."""
     return json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in sorted(point.items())})

@@ -40,6 +40,10 @@ class GpuLimits:
     max_registers_per_thread: int = 255
     registers_per_block: int = 65536
 
+    @classmethod
+    def from_target(cls, spec: dict) -> "GpuLimits":
+        return cls(spec["arch"], spec["max_threads_per_block"], spec["max_shared_memory_per_block"])
+
     def target(self) -> dict:
         return {"kind": "cuda", "arch": self.arch, "max_threads_per_block": self.max_threads_per_block,
                 "max_shared_memory_per_block": self.max_shared_memory_per_block}

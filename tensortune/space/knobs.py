@@ -82,7 +82,7 @@ class Split:
         top = math.log2(self.extent) or 1.0
         return [math.log2(v) / top for v in value[1:]]
 
-    def options(self) -> list[tuple[int, ...]]:
+    def values(self) -> list[tuple[int, ...]]:
         """Every valid value (for strategies that need the list, such as TPE)."""
         return [v for v in _factorisations(self.extent, self.parts) if v[-1] <= self.max_inner]
 
@@ -125,6 +125,9 @@ class Choice:
         if all(isinstance(o, int) for o in self.options):
             return [index / (len(self.options) - 1)]
         return [1.0 if i == index else 0.0 for i in range(len(self.options))]
+
+    def values(self) -> list:
+        return list(self.options)
 
     def project(self, value: Any) -> Any:
         return value if value in self.options else self.options[0]

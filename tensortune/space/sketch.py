@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from .base import InvalidPoint, KnobSpace, Point
+from .base import InvalidPoint, KnobSpace, Point, first_line
 from .knobs import Choice, Split
 
 DECISIONS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
@@ -80,7 +80,7 @@ class SketchSpace(KnobSpace):
         try:
             Trace(trace.insts, decisions).apply_to_schedule(sch, remove_postproc=True)
         except Exception as err:  # TVM reports schedule errors as assorted exception types
-            raise InvalidPoint(str(err).strip().splitlines()[-1][:300]) from None
+            raise InvalidPoint(first_line(err)) from None
         return self.finish(sch)
 
     def finish(self, sch):
@@ -91,7 +91,7 @@ class SketchSpace(KnobSpace):
             try:
                 ok = postproc.apply(sch)
             except Exception as err:
-                raise InvalidPoint(str(err).strip().splitlines()[-1][:300]) from None
+                raise InvalidPoint(first_line(err)) from None
             if not ok:
                 raise InvalidPoint(f"MetaSchedule postprocessor {type(postproc).__name__} rejected the point")
         return sch
@@ -144,5 +144,5 @@ class TraceSpace(KnobSpace):
         try:
             Trace.apply_json_to_schedule(json.loads(point["trace"]), sch)
         except Exception as err:
-            raise InvalidPoint(str(err).strip().splitlines()[-1][:300]) from None
+            raise InvalidPoint(first_line(err)) from None
         return self.sketches.finish(sch)

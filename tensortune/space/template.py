@@ -7,12 +7,13 @@ the depthwise result of a separable conv) are stages that can be inlined or plac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 from tvm import s_tir
 from tvm.tirx import IterVar
 
-from .base import InvalidPoint, KnobSpace, Point
+from .base import InvalidPoint, KnobSpace, Point, first_line
 from .knobs import Split
 
 
@@ -57,7 +58,7 @@ class TemplateSpace(KnobSpace):
     def schedule(self, point: Point) -> s_tir.Schedule:
         sch = s_tir.Schedule(self.func)
         try:
-            if point == self.named("naive"):
+            if point == self._naive_point:
                 self._naive(sch)
             else:
                 self._transform(sch, point)
@@ -73,12 +74,17 @@ class TemplateSpace(KnobSpace):
     def _transform(self, sch: s_tir.Schedule, point: Point) -> None:
         raise NotImplementedError
 
+    @cached_property
+    def _naive_point(self) -> Point:
+        """Every split trivial, every choice its first option, every stage at the root: made
+        once, since every schedule compares against it."""
+        point = {k.name: k.trivial() if isinstance(k, Split) else k.options[0] for k in self.knobs}
+        return point | {f"stage.{s}": "root" for s, _ in self.nest.stages}
+
     def named(self, name: str) -> Point:
-        """naive: every split trivial, every choice its first option, every stage at the root;
-        hand: the expert's knob values over naive."""
+        """naive (see `_naive_point`); hand: the expert's knob values over naive."""
         if name == "naive":
-            point = {k.name: k.trivial() if isinstance(k, Split) else k.options[0] for k in self.knobs}
-            return point | {f"stage.{s}": "root" for s, _ in self.nest.stages}
+            return dict(self._naive_point)
         if name == "hand":
             recipe = self.hand_of(self.workload.family)
             if recipe is None:
@@ -89,8 +95,3 @@ class TemplateSpace(KnobSpace):
                 raise InvalidPoint(f"hand schedule of {self.workload.key} is invalid in {self.name}: {reason}")
             return point
         raise InvalidPoint(f"unknown named point '{name}' (known: naive, hand)")
-
-
-def first_line(err: Exception) -> str:
-    lines = [l.strip() for l in str(err).splitlines() if l.strip() and not l.strip().startswith(("File", "^", "#"))]
-    return (lines[-1] if lines else type(err).__name__)[:300]
