@@ -59,9 +59,9 @@ Progress = Callable[[int, int, float], None]  # (trials done, trials wanted, bes
 
 def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
          measure: MeasureConfig, progress: Progress = lambda *_: None) -> Summary:
+    check_runnable(target)
     if config.strategy == metaschedule.NAME:
         return _tune_with_metaschedule(workload, target, db, config, measure, progress)
-    check_runnable(target)
     start = time.perf_counter()  # tuning time includes setting up the space and the workers
     space = make_space(config.space, workload, target.spec)
     task = Task(workload.key, target.name, target.hardware, config.space)

@@ -92,3 +92,15 @@ def test_replay_table_measures_each_point_once(tmp_path):
         again = replay.measure(points[::-1])
     assert replay.measured == 2 and first[0] is first[2] and again == first[1::-1]
     assert ReplayTable(db, task).measure(points) == first[:2]  # offline, from the database
+
+
+@pytest.mark.parametrize("strategy", ["random", "metaschedule"])
+def test_tuning_for_a_gpu_that_is_not_here_says_how_to_use_a_batch(tmp_path, strategy):
+    from tensortune.errors import UserError
+
+    target = make_target("cuda", 1)
+    if target.gpu:
+        pytest.skip("this machine has a GPU")
+    config = TuneConfig(trials=4, strategy=strategy, space="cuda-template")
+    with pytest.raises(UserError, match="batch export"):
+        tune(get_workload("gemm", "M=16,N=16,K=16"), target, Database(str(tmp_path / "t.db")), config, FAST)
