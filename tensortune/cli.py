@@ -18,8 +18,8 @@ from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Search schedules for tensor kernels; keep every result; hand back the fastest correct one.")
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)  # a long line stays one line when piped (no hard breaks inside names or JSON)
+err = Console(stderr=True, soft_wrap=True)
 
 SHAPE = typer.Option(None, "--shape", help="e.g. M=64,N=64,K=64 or 64,64,64 (needed for a family name)")
 DB = typer.Option("tensortune.db", "--db", help="SQLite file of records")
@@ -216,7 +216,7 @@ def main() -> None:
     try:
         app()
     except UserError as error:
-        err.print(f"error: {error}", highlight=False, soft_wrap=True)
+        err.print(f"error: {error}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: every finished batch is stored; run the same command again to resume")

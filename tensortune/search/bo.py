@@ -70,12 +70,8 @@ class BayesianOptimisation(Strategy):
         import torch
         from botorch.optim import optimize_acqf_discrete
 
-        X, y, feasible = self._data()
-        objective = _fit_gp(X[feasible], y[feasible].unsqueeze(-1), self.fit_iterations)
-        feasibility = None if bool(feasible.all()) else _fit_gp(X, feasible.double().unsqueeze(-1),
-                                                                self.fit_iterations, standardize=False)
+        objective, feasibility, best = self.models()
         choices = torch.tensor([self.space.encode(p) for p in pool], dtype=torch.double)
-        best = float(y[feasible].max())
         with torch.no_grad():
             scores = screen(objective, feasibility, choices, best)
         keep = scores.topk(min(self.shortlist, len(pool))).indices
@@ -83,6 +79,15 @@ class BayesianOptimisation(Strategy):
         picked, _ = optimize_acqf_discrete(acquisition, q=min(n, len(keep)), choices=choices[keep], unique=True)
         index = {tuple(row): i for i, row in enumerate(choices.tolist())}
         return [pool[index[tuple(row)]] for row in picked.tolist()]
+
+    def models(self):
+        """The surrogate of warped speed (higher is faster), the feasibility model (None while
+        every observation is feasible), and the best warped speed observed."""
+        X, y, feasible = self._data()
+        objective = _fit_gp(X[feasible], y[feasible].unsqueeze(-1), self.fit_iterations)
+        feasibility = None if bool(feasible.all()) else _fit_gp(X, feasible.double().unsqueeze(-1),
+                                                                self.fit_iterations, standardize=False)
+        return objective, feasibility, float(y[feasible].max())
 
     def _batch_acquisition(self, objective, feasibility, best: float):
         import torch
