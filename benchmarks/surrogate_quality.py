@@ -40,7 +40,7 @@ def rank_correlation(a, b) -> float:
     return float(torch.corrcoef(ranks)[0, 1])
 
 
-def one_split(space, table: dict, n: int, seed: int) -> tuple[float, float, float]:
+def one_split(space, table: dict, best: float, n: int, seed: int) -> tuple[float, float, float]:
     """(Spearman, model's best-of-8 ratio, random best-of-8 ratio) for one random split."""
     import torch
 
@@ -55,7 +55,6 @@ def one_split(space, table: dict, n: int, seed: int) -> tuple[float, float, floa
     with torch.no_grad():
         predicted = objective.posterior(X).mean.squeeze(-1)
     speed = torch.tensor([-table[k].latency for k in test], dtype=torch.double)
-    best = min(r.latency for r in table.values() if r.ok)
     model_pick = min(table[test[i]].latency for i in predicted.topk(PICKS).indices.tolist())
     random_pick = min(table[k].latency for k in rng.sample(test, PICKS))
     return rank_correlation(predicted, speed), model_pick / best, random_pick / best
@@ -72,13 +71,14 @@ def main() -> None:
     for name in args.workloads:
         wl = get_workload(name)
         space = make_space("cpu-template", wl)
-        table = ReplayTable(db, Task(wl.key, target.name, target.hardware, "cpu-template")).table
+        replay = ReplayTable(db, Task(wl.key, target.name, target.hardware, "cpu-template"))
+        table, best = replay.table, replay.best()
         if len(table) < 2 * max(SIZES):
             raise SystemExit(f"{name}: {len(table)} points in {args.db}; run benchmarks/strategies.py first")
         print(f"\n{name}: {len(table)} points in the table; median over {args.repeats} random splits")
         print(f"{'n':>4}{'spearman':>10}{'model top-8':>13}{'random 8':>10}{'random/model':>14}")
         for n in SIZES:
-            rho, model, rand = zip(*(one_split(space, table, n, seed) for seed in range(args.repeats)))
+            rho, model, rand = zip(*(one_split(space, table, best, n, seed) for seed in range(args.repeats)))
             print(f"{n:4d}{statistics.median(rho):10.2f}{statistics.median(model):12.2f}x"
                   f"{statistics.median(rand):9.2f}x{statistics.median(rand) / statistics.median(model):13.2f}x")
 
