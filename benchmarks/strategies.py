@@ -5,10 +5,11 @@ of the table are re-timed carefully, and the curves use those times, so that the
 found" is not one lucky timing.
 
 Prints, per workload and strategy, the median [min-max] best latency after 16, 32, 64 and
-128 trials, and the trials needed to get within 5% of the best latency any strategy found;
+128 trials, and the trials needed to get within 5%, 20% and 50% (--within) of the best
+latency any strategy found;
 saves a convergence plot per workload (PNG) and the best-so-far traces (JSON).
 
-    .venv/bin/python benchmarks/strategies.py [--seeds 10] [--trials 128] [--out benchmarks/results]
+    .venv/bin/python benchmarks/strategies.py [--seeds 10] [--trials 128] [--within 5 20 50] [--out benchmarks/results]
 """
 from __future__ import annotations
 
@@ -60,27 +61,32 @@ def trials_to_reach(curve: list[float], target: float) -> int | None:
     return next((i + 1 for i, v in enumerate(curve) if v <= target), None)
 
 
-def summarise(name: str, runs: dict[str, list[dict]], out: Path) -> None:
+def summarise(name: str, runs: dict[str, list[dict]], within: list[float], out: Path) -> None:
     best_any = min(min(r["curve"]) for rs in runs.values() for r in rs)
-    target = best_any * 1.05
     print(f"\n{name}: best latency any strategy found {best_any * 1e3:.4f} ms; "
           f"median [min-max] best ms over {len(next(iter(runs.values())))} seeds")
-    print(f"{'strategy':13}" + "".join(f"{'@' + str(c):>26}" for c in CHECKPOINTS) + f"{'to within 5%':>16}{'ask s':>8}")
+    print(f"{'strategy':13}" + "".join(f"{'@' + str(c):>26}" for c in CHECKPOINTS)
+          + "".join(f"{f'to within {p:g}%':>17}" for p in within) + f"{'ask s':>8}")
     for strategy, rs in runs.items():
         cells = []
         for c in CHECKPOINTS:
             values = [r["curve"][min(c, len(r["curve"])) - 1] * 1e3 for r in rs]
             cells.append(f"{statistics.median(values):9.4f} [{min(values):.4f}-{max(values):.4f}]")
-        reach = [trials_to_reach(r["curve"], target) for r in rs]
-        median_reach = statistics.median(math.inf if x is None else x for x in reach)
-        reach_text = f"{'never' if math.isinf(median_reach) else f'{median_reach:g}'} " \
-                     f"({sum(x is not None for x in reach)}/{len(reach)})"
-        print(f"{strategy:13}" + "".join(f"{c:>26}" for c in cells) + f"{reach_text:>16}"
-              f"{statistics.median(r['ask_s'] for r in rs):8.1f}")
-    _plot(name, runs, best_any, out / f"strategies-{name}.png")
+        reach = [_reach(rs, best_any * (1 + p / 100)) for p in within]
+        print(f"{strategy:13}" + "".join(f"{c:>26}" for c in cells) + "".join(f"{c:>17}" for c in reach)
+              + f"{statistics.median(r['ask_s'] for r in rs):8.1f}")
+    _plot(name, runs, best_any, within[0], out / f"strategies-{name}.png")
 
 
-def _plot(name: str, runs: dict[str, list[dict]], best_any: float, path: Path) -> None:
+def _reach(rs: list[dict], target: float) -> str:
+    """Median trials to reach `target` over seeds ('never' if most seeds never do), and how
+    many seeds reached it at all."""
+    reach = [trials_to_reach(r["curve"], target) for r in rs]
+    median_reach = statistics.median(math.inf if x is None else x for x in reach)
+    return f"{'never' if math.isinf(median_reach) else f'{median_reach:g}'} ({sum(x is not None for x in reach)}/{len(reach)})"
+
+
+def _plot(name: str, runs: dict[str, list[dict]], best_any: float, within: float, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,7 +99,7 @@ def _plot(name: str, runs: dict[str, list[dict]], best_any: float, path: Path) -
         x = range(1, n + 1)
         ax.plot(x, [statistics.median(v) for v in per_trial], label=strategy)
         ax.fill_between(x, [min(v) for v in per_trial], [max(v) for v in per_trial], alpha=0.15)
-    ax.axhline(best_any * 1.05e3, color="grey", linestyle=":", label="within 5% of best found")
+    ax.axhline(best_any * (1 + within / 100) * 1e3, color="grey", linestyle=":", label=f"within {within:g}% of best found")
     ax.set(xlabel="trials", ylabel="best latency so far (ms)", title=f"{name}: median and range over seeds",
            yscale="log")
     ax.legend()
@@ -110,6 +116,8 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
     parser.add_argument("--db", default="strategies-replay.db", help="the replay tables (reused when re-run)")
+    parser.add_argument("--within", type=float, nargs="+", default=[5.0, 20.0, 50.0],
+                        help="percentages above the best found; a 'trials to reach' column for each")
     parser.add_argument("--refine", type=int, default=32, help="fastest points re-timed carefully at the end")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
@@ -136,7 +144,7 @@ def main() -> None:
                 r["curve"] = best_so_far(r["keys"], replay)
         print(f"[{name}: {replay.measured} new points measured, {len(replay.table)} in the table, "
               f"{time.perf_counter() - start:.0f} s]")
-        summarise(name, runs, out)
+        summarise(name, runs, args.within, out)
         all_runs[name] = runs
     (out / "strategies.json").write_text(json.dumps(all_runs))
 
