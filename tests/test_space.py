@@ -72,6 +72,17 @@ def test_point_keys_round_trip():
     assert point_from_json(point_key(point)) == point
 
 
+def test_extents_with_few_divisors_are_tiled_padded_and_guarded(target_spec):
+    """conv1d 97x31 has 127 outputs (a prime): tiles cover 128, so a vectorised 16-wide
+    register tile exists, and the overhang is predicated away."""
+    space = space_for("conv1d", (97, 31))
+    point = space.named("hand") | {"tile.i": (2, 4, 16)}
+    schedule = space.apply(point)
+    assert "< 127" in schedule.mod.script()
+    assert_correct(space.workload, schedule, target_spec)
+    assert "multiply to 128" in space.check(point | {"tile.i": (1, 127, 1)})
+
+
 def test_hand_gemm_is_the_expert_recipe():
     hand = space_for("gemm", (1024, 1024, 1024)).named("hand")
     assert hand["tile.i"][-1] == 8 and hand["tile.j"][-1] == 32 and hand["tile.k"][-1] == 256

@@ -1,7 +1,8 @@
 """The CPU knob space: one template that fits any operator with a main (last) block.
 
 The main block's spatial axes are tiled in three levels (S0 outer, S1 middle, S2 register
-tile) and its reduction axes in two (R0 blocks, R1 inner), then ordered by the `order` knob.
+tile; an extent with few divisors is tiled as the next multiple of 8, the overhang guarded)
+and its reduction axes in two (R0 blocks, R1 inner), then ordered by the `order` knob.
 Around that nest an expert's moves are knobs: operands packed into contiguous tiles
 (cache_read computed at a chosen loop), producer stages such as padding inlined or computed
 at a chosen loop, a local accumulator (cache_write + reverse_compute_at), the innermost axis
@@ -12,7 +13,7 @@ from __future__ import annotations
 from tvm import s_tir
 
 from .base import InvalidPoint, Point
-from .knobs import Choice, Split
+from .knobs import Choice, Split, padded
 from .template import TemplateSpace, analyse
 
 # Loop orders: groups of loops from outermost to innermost. Both keep S2 innermost so the
@@ -33,7 +34,7 @@ class CpuTemplateSpace(TemplateSpace):
 
     def _knobs(self) -> list:
         nest, levels = self.nest, ("root", 0, 1, 2, 3)
-        knobs = [Split(f"tile.{a}", e, 3, MAX_VECTOR_TILE) for a, e in nest.spatial]
+        knobs = [Split(f"tile.{a}", padded(e), 3, MAX_VECTOR_TILE) for a, e in nest.spatial]
         knobs += [Split(f"tile.{a}", e, 2) for a, e in nest.reduce]
         knobs += [Choice("order", tuple(ORDERS)),
                   Choice("parallel", tuple(range(len(nest.spatial) + 1))),

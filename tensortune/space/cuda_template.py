@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from tvm import s_tir
 
 from .base import InvalidPoint, Point
-from .knobs import Choice, Split
+from .knobs import Choice, Split, padded
 from .template import TemplateSpace, analyse
 
 CACHE_SCOPES = ("none", "shared", "local")
@@ -47,12 +47,6 @@ class GpuLimits:
     def target(self) -> dict:
         return {"kind": "cuda", "arch": self.arch, "max_threads_per_block": self.max_threads_per_block,
                 "max_shared_memory_per_block": self.max_shared_memory_per_block}
-
-
-def padded(extent: int) -> int:
-    """Extents with few divisors (2047 = 23 x 89) tile badly on GPUs: tiles cover the next
-    multiple of 8 instead, and the kernel guards the overhang."""
-    return extent if extent <= 8 or extent % 8 == 0 else -(-extent // 8) * 8
 
 
 class CudaTemplateSpace(TemplateSpace):

@@ -1,7 +1,8 @@
 """Typed knobs: the coordinates of a schedule point.
 
-A `Split` divides a loop extent into factors whose product is the extent (perfect tiling);
-a `Choice` picks one of a few options. Each knob samples, mutates locally, and encodes to
+A `Split` divides a loop extent into factors whose product is the extent (perfect tiling;
+templates pass `padded` extents for loops whose own extent has few divisors); a `Choice`
+picks one of a few options. Each knob samples, mutates locally, and encodes to
 numbers (split factors on a log2 scale, choices one-hot) for learning-based strategies.
 """
 from __future__ import annotations
@@ -11,6 +12,13 @@ import random
 from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any
+
+
+def padded(extent: int) -> int:
+    """The extent a spatial loop is tiled as. One with few divisors (conv1d-1024's 2047 =
+    23 x 89 outputs) leaves only lumpy, unvectorisable tilings, so tiles cover the next
+    multiple of 8 instead and the kernel guards the overhang."""
+    return extent if extent <= 8 or extent % 8 == 0 else -(-extent // 8) * 8
 
 
 @lru_cache(maxsize=4096)

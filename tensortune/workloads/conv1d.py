@@ -3,14 +3,14 @@ import numpy as np
 from tvm import te, tirx
 
 from .. import vendor
-from .fit import fit
+from .fit import fit, spatial
 from .registry import preset, workload
 
 
 def _hand(M: int, N: int) -> dict:
     """Split the output for contiguous, vectorised inner loops with the taps outside them,
     accumulate the tile locally, and compute the padded input inside the consumer."""
-    return {"tile.i": fit(M + N - 1, 4, 16), "tile.k": fit(N, 64),
+    return {"tile.i": spatial(M + N - 1, 4, 16), "tile.k": fit(N, 64),
             "order": "S0 S1 R0 R1 S2", "accumulate": "local", "stage.A_pad": 0,
             "parallel": 1, "vectorize": True, "unroll": 16}
 
@@ -18,9 +18,7 @@ def _hand(M: int, N: int) -> dict:
 def _gpu_hand(M: int, N: int) -> dict:
     """The GEMM recipe's analogue: 256 outputs per block (64 threads x 4), taps split by 16
     with both operands cached at that level in registers, padding inlined."""
-    from ..space.cuda_template import padded
-
-    return {"tile.i": fit(padded(M + N - 1), 64, 4), "tile.k": fit(N, 16), "stage.A_pad": "inline",
+    return {"tile.i": spatial(M + N - 1, 64, 4), "tile.k": fit(N, 16), "stage.A_pad": "inline",
             "cache.A_pad": "local", "cache.B": "local", "cache_at": "R0", "accumulate": "local", "vector": 4}
 
 

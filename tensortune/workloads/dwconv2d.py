@@ -3,7 +3,7 @@ import numpy as np
 from tvm import te, tirx
 
 from .. import vendor
-from .fit import fit
+from .fit import fit, spatial
 from .registry import preset, workload
 
 
@@ -41,7 +41,8 @@ def _dw_hand(B: int, C: int, H: int, W: int, K: int) -> dict:
     """Channels in parallel, each channel's padded image computed inside the channel loop
     (cache-resident, no bounds checks in the hot loop), a 4-row x 16-column register tile
     (one AVX-512 vector per row), the taps unrolled around it."""
-    return {"tile.b": (B, 1, 1), "tile.c": (C, 1, 1), "tile.h": fit(H, 1, 4), "tile.w": fit(W, 1, 16),
+    return {"tile.b": spatial(B, 1, 1), "tile.c": spatial(C, 1, 1), "tile.h": spatial(H, 1, 4),
+            "tile.w": spatial(W, 1, 16),
             "tile.kh": (1, K), "tile.kw": (1, K), "order": "S0 S1 R0 R1 S2",
             "stage.A_pad": 0, "parallel": 2, "vectorize": True, "unroll": 64}
 
@@ -49,10 +50,8 @@ def _dw_hand(B: int, C: int, H: int, W: int, K: int) -> dict:
 def _dw_gpu_hand(B: int, C: int, H: int, W: int, K: int) -> dict:
     """The GEMM recipe's analogue: an 8x32 output tile per block and channel (8x8 threads,
     1x4 per thread), the taps cached per thread, padding inlined, written back 4 wide."""
-    from ..space.cuda_template import padded
-
-    return {"tile.b": (B, 1, 1), "tile.c": (C, 1, 1), "tile.h": fit(padded(H), 8, 1),
-            "tile.w": fit(padded(W), 8, 4), "tile.kh": (1, K), "tile.kw": (1, K), "stage.A_pad": "inline",
+    return {"tile.b": spatial(B, 1, 1), "tile.c": spatial(C, 1, 1), "tile.h": spatial(H, 8, 1),
+            "tile.w": spatial(W, 8, 4), "tile.kh": (1, K), "tile.kw": (1, K), "stage.A_pad": "inline",
             "cache.A_pad": "local", "cache.W": "local", "cache_at": "R0", "accumulate": "local", "vector": 4}
 
 
@@ -70,10 +69,8 @@ def dwconv2d(B: int, C: int, H: int, W: int, K: int) -> list:
 def _sep_gpu_hand(B: int, C: int, H: int, W: int, K: int, C_out: int) -> dict:
     """The pointwise stage tiled like the depthwise one, all output channels of a pixel in
     one thread's registers; the depthwise stage its own kernel."""
-    from ..space.cuda_template import padded
-
-    return {"tile.b": (B, 1, 1), "tile.o": fit(C_out, 1, C_out), "tile.h": fit(padded(H), 8, 1),
-            "tile.w": fit(padded(W), 32, 1), "tile.c": (1, C), "stage.D": "root", "stage.A_pad": "inline",
+    return {"tile.b": spatial(B, 1, 1), "tile.o": spatial(C_out, 1, C_out), "tile.h": spatial(H, 8, 1),
+            "tile.w": spatial(W, 32, 1), "tile.c": (1, C), "stage.D": "root", "stage.A_pad": "inline",
             "cache.D": "local", "cache.PW": "local", "cache_at": "R0", "accumulate": "local", "vector": 1}
 
 
@@ -84,8 +81,8 @@ def _sep_reference(a, w, pw, **_):
 def _sep_hand(B: int, C: int, H: int, W: int, K: int, C_out: int) -> dict:
     """Output channels blocked, the depthwise result computed per row strip inside the
     pointwise loop nest, vectorised columns."""
-    return {"tile.b": (B, 1, 1), "tile.o": fit(C_out, 1, 1), "tile.h": fit(H, 4, 1),
-            "tile.w": fit(W, 1, 32), "tile.c": (1, C), "order": "S0 S1 R0 R1 S2",
+    return {"tile.b": spatial(B, 1, 1), "tile.o": spatial(C_out, 1, 1), "tile.h": spatial(H, 4, 1),
+            "tile.w": spatial(W, 1, 32), "tile.c": (1, C), "order": "S0 S1 R0 R1 S2",
             "stage.D": 0, "stage.A_pad": "inline", "parallel": 3, "vectorize": True, "unroll": 16}
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..space.knobs import divisors
+from ..space.knobs import divisors, padded
 
 
 def fit(extent: int, *inner: int) -> tuple[int, ...]:
@@ -16,3 +16,8 @@ def fit(extent: int, *inner: int) -> tuple[int, ...]:
         factors.append(best)
         rest //= best
     return (rest, *reversed(factors))
+
+
+def spatial(extent: int, *inner: int) -> tuple[int, ...]:
+    """`fit` for a spatial axis, which the templates tile as `padded(extent)`."""
+    return fit(padded(extent), *inner)

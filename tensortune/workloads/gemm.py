@@ -2,7 +2,7 @@
 from tvm import te
 
 from .. import vendor
-from .fit import fit
+from .fit import fit, spatial
 from .registry import preset, workload
 
 
@@ -10,7 +10,7 @@ def _hand(M: int, N: int, K: int) -> dict:
     """Blocking + packing + vectorise + parallel: an 8x32 register tile (8 rows unrolled,
     32 columns = two AVX-512 vectors), K blocked by 256 outside the tile, both operands
     packed per K block, row blocks parallel."""
-    return {"tile.i": fit(M, 16, 8), "tile.j": fit(N, 1, 32), "tile.k": fit(K, 256),
+    return {"tile.i": spatial(M, 16, 8), "tile.j": spatial(N, 1, 32), "tile.k": fit(K, 256),
             "order": "S0 R0 S1 R1 S2", "pack.A": 1, "pack.B": 1,
             "parallel": 1, "vectorize": True, "unroll": 64}
 
@@ -19,7 +19,7 @@ def _gpu_hand(M: int, N: int, K: int) -> dict:
     """The seed's GPU recipe: a 64x64 output tile per block, 4x4 per thread (16x16 threads),
     the reduction split by 16 with both operands cached at that level in registers, the
     tile accumulated in registers and written back 4 wide."""
-    return {"tile.i": fit(M, 16, 4), "tile.j": fit(N, 16, 4), "tile.k": fit(K, 16),
+    return {"tile.i": spatial(M, 16, 4), "tile.j": spatial(N, 16, 4), "tile.k": fit(K, 16),
             "cache.A": "local", "cache.B": "local", "cache_at": "R0", "accumulate": "local", "vector": 4}
 
 
