@@ -1,11 +1,13 @@
-"""Padded tiles vs exact splits: does tiling an awkward extent as the next multiple of 8
-help the search? conv1d-1024 has 2047 = 23 x 89 outputs, so exact splits leave seven lumpy
-tilings, none vectorisable; the CPU template tiles 2048 and guards the overhang.
+"""Padded tiles vs exact splits only: does letting tiles cover an awkward extent padded to
+a multiple of 8 help the search? conv1d-1024 has 2047 = 23 x 89 outputs, so exact splits
+leave seven lumpy tilings, none vectorisable; the CPU template also allows tiles of 2048,
+the overhang guarded.
 
 Random, evolutionary and bo, several seeds each, run in both spaces, each space with its own
 replay table (each distinct point measured once; the fastest re-timed carefully at the end).
 Prints the median best latency after 16, 32, 64 and 128 trials as a ratio to the best either
-space found, and exact / padded at each budget (over 1: padding found faster kernels).
+space found, and exact / template at each budget (over 1: the padded tiles found faster
+kernels).
 
     .venv/bin/python benchmarks/padding.py [--seeds 10] [--trials 128] [--db padding-replay.db]
 """
@@ -29,7 +31,7 @@ CHECKPOINTS = (16, 32, 64, 128)
 
 
 class ExactSplits(CpuTemplateSpace):
-    """The CPU template as it was before padding: spatial splits multiply to the extent."""
+    """The CPU template without padded tiles: spatial splits multiply to the extent."""
     name = "cpu-template-exact"
 
     def _knobs(self) -> list:
@@ -37,7 +39,7 @@ class ExactSplits(CpuTemplateSpace):
         return [Split(k.name, exact[k.name], 3, MAX_VECTOR_TILE) if k.name in exact else k for k in super()._knobs()]
 
     def hand_of(self, family):
-        return None  # the hands are written for the padded space; this space needs none
+        return None  # the hands tile padded extents; this comparison needs none
 
 
 def run_space(space, db, target, config, args) -> tuple[dict, ReplayTable]:
@@ -77,10 +79,10 @@ def main() -> None:
         for strategy, cs in per_space.items():
             medians[space_name, strategy] = [statistics.median(c[min(n, len(c)) - 1] for c in cs) for n in CHECKPOINTS]
             print(f"{strategy:13}{space_name:20}" + "".join(f"{m / best:7.2f}x" for m in medians[space_name, strategy]))
-    print("\nexact / padded (over 1: padding found faster kernels at that budget)")
+    print("\nexact / template (over 1: with padded tiles the search found faster kernels at that budget)")
     for strategy in args.strategies:
-        exact, padded = medians[ExactSplits.name, strategy], medians[CpuTemplateSpace.name, strategy]
-        print(f"{strategy:13}{'':20}" + "".join(f"{e / p:7.2f}x" for e, p in zip(exact, padded)))
+        exact, template = medians[ExactSplits.name, strategy], medians[CpuTemplateSpace.name, strategy]
+        print(f"{strategy:13}{'':20}" + "".join(f"{e / t:7.2f}x" for e, t in zip(exact, template)))
 
 
 if __name__ == "__main__":

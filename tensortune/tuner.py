@@ -66,9 +66,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
     space = make_space(config.space, workload, target.spec)
     task = Task(workload.key, target.name, target.hardware, config.space)
     strategy = make_strategy(config.strategy, space, config.seed)
-    # same workload, target and hardware: a resumed run. Records of points an earlier version
-    # of the space allowed stay in the database but no longer steer the search.
-    past = [r for r in db.records(task) if _in_space(space, r.point)]
+    past = db.records(task)  # same workload, target and hardware: a resumed run or warm start
     strategy.tell([r.point for r in past], [r.result for r in past])
     if config.warm_start_family:
         strategy.warm_start(*_family_evidence(workload, task, space, db))
@@ -151,14 +149,6 @@ def _family_evidence(workload: Workload, task: Task, space, db: Database) -> tup
             points.append(space.project(record.point))
             results.append(replace(r, runs=tuple(t * scale for t in r.runs)))
     return points, results
-
-
-def _in_space(space, point) -> bool:
-    try:
-        space.validate(point)
-        return True
-    except InvalidPoint:
-        return False
 
 
 def _only(entries: list | None) -> Result | None:

@@ -53,23 +53,6 @@ def test_an_interrupted_run_resumes_without_measuring_anything_twice(tmp_path):
     assert len(points) == 20 and len(set(points)) == 20
 
 
-def test_records_of_points_the_space_no_longer_has_do_not_count_as_trials(tmp_path):
-    """conv1d 13x5 has 17 outputs, tiled as 24 since padding came in: a stored record of
-    an exact 17-split (the space before) is kept but neither counts nor steers the search."""
-    from tensortune.db import Task
-    from tensortune.measure import Result
-    from tensortune.space import make_space
-
-    wl = get_workload("conv1d", "13,5")
-    target, db = make_target("cpu", 2), Database(str(tmp_path / "t.db"))
-    old = make_space("cpu-template", wl).named("naive") | {"tile.i": (1, 17, 1)}
-    task = Task(wl.key, target.name, target.hardware, "cpu-template")
-    db.add(task, "search", [old], [Result("ok", runs=(1e-9,))])  # faster than anything real
-    summary = tune(wl, target, db, TuneConfig(trials=8, batch=8, seed=0), FAST)
-    assert summary.new_trials == 8 and summary.best.latency > 1e-9
-    assert len(db.records(task)) == 9
-
-
 def test_family_warm_start_projects_other_shapes_and_rescales_latency(tmp_path):
     from tensortune.db import Task
     from tensortune.space import make_space

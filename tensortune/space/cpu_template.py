@@ -1,7 +1,7 @@
 """The CPU knob space: one template that fits any operator with a main (last) block.
 
 The main block's spatial axes are tiled in three levels (S0 outer, S1 middle, S2 register
-tile; an extent with few divisors is tiled as the next multiple of 8, the overhang guarded)
+tile; tiles may also cover the extent padded to a multiple of 8, the overhang guarded)
 and its reduction axes in two (R0 blocks, R1 inner), then ordered by the `order` knob.
 Around that nest an expert's moves are knobs: operands packed into contiguous tiles
 (cache_read computed at a chosen loop), producer stages such as padding inlined or computed
@@ -34,7 +34,7 @@ class CpuTemplateSpace(TemplateSpace):
 
     def _knobs(self) -> list:
         nest, levels = self.nest, ("root", 0, 1, 2, 3)
-        knobs = [Split(f"tile.{a}", padded(e), 3, MAX_VECTOR_TILE) for a, e in nest.spatial]
+        knobs = [Split(f"tile.{a}", e, 3, MAX_VECTOR_TILE, cover=padded(e)) for a, e in nest.spatial]
         knobs += [Split(f"tile.{a}", e, 2) for a, e in nest.reduce]
         knobs += [Choice("order", tuple(ORDERS)),
                   Choice("parallel", tuple(range(len(nest.spatial) + 1))),

@@ -1,7 +1,7 @@
 """Typed knobs: the coordinates of a schedule point.
 
-A `Split` divides a loop extent into factors whose product is the extent (perfect tiling;
-templates pass `padded` extents for loops whose own extent has few divisors); a `Choice`
+A `Split` divides a loop extent into factors whose product is the extent (perfect tiling)
+or, where the template allows it, the `padded` extent (the overhang guarded); a `Choice`
 picks one of a few options. Each knob samples, mutates locally, and encodes to
 numbers (split factors on a log2 scale, choices one-hot) for learning-based strategies.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 
 def padded(extent: int) -> int:
-    """The extent a spatial loop is tiled as. One with few divisors (conv1d-1024's 2047 =
-    23 x 89 outputs) leaves only lumpy, unvectorisable tilings, so tiles cover the next
-    multiple of 8 instead and the kernel guards the overhang."""
+    """The next multiple of 8 (extents up to 8 as they are). An extent with few divisors
+    (conv1d-1024's 2047 = 23 x 89 outputs) leaves only lumpy, unvectorisable tilings; tiles
+    of the padded extent, the overhang guarded, tile it well."""
     return extent if extent <= 8 or extent % 8 == 0 else -(-extent // 8) * 8
 
 
@@ -44,25 +44,33 @@ def _factorisations(n: int, parts: int) -> list[tuple[int, ...]]:
 
 @dataclass(frozen=True)
 class Split:
-    """Factors (outer .. inner) of `extent`; the innermost is capped at `max_inner`."""
+    """Factors (outer .. inner) of `extent`, or of `cover` (a larger extent whose overhang
+    the kernel guards) where one is given; the innermost is capped at `max_inner`."""
 
     name: str
     extent: int
     parts: int
     max_inner: int = 1 << 30
+    cover: int = 0
+
+    @property
+    def totals(self) -> tuple[int, ...]:
+        """What the factors may multiply to."""
+        return (self.extent, self.cover) if self.cover > self.extent else (self.extent,)
 
     def valid(self, value: Any) -> str | None:
         if not isinstance(value, (list, tuple)) or len(value) != self.parts:
             return f"{self.name}: expected {self.parts} factors, got {value!r}"
-        if any(not isinstance(v, int) or v < 1 for v in value) or math.prod(value) != self.extent:
-            return f"{self.name}: factors {list(value)} must be positive and multiply to {self.extent}"
+        if any(not isinstance(v, int) or v < 1 for v in value) or math.prod(value) not in self.totals:
+            return f"{self.name}: factors {list(value)} must be positive and multiply to " \
+                   + " or ".join(map(str, self.totals))
         if value[-1] > self.max_inner:
             return f"{self.name}: innermost factor {value[-1]} exceeds {self.max_inner}"
         return None
 
     def sample(self, rng: random.Random) -> tuple[int, ...]:
         while True:
-            rest, inner = self.extent, []
+            rest, inner = rng.choice(self.totals), []
             for _ in range(self.parts - 1):
                 d = rng.choice(divisors(rest))
                 inner.append(d)
@@ -72,7 +80,11 @@ class Split:
                 return value
 
     def mutate(self, value: tuple[int, ...], rng: random.Random) -> tuple[int, ...]:
-        """Move one prime factor from one level to another: a local step in tile space."""
+        """Move one prime factor from one level to another: a local step in tile space. With
+        a cover, one step in four swaps to the nearest tiling of the other total instead."""
+        others = [t for t in self.totals if t != math.prod(value)]
+        if others and rng.random() < 0.25:
+            return self._nearest(value, others[0])
         for _ in range(16):
             src, dst = rng.sample(range(self.parts), 2)
             if value[src] == 1:
@@ -92,12 +104,17 @@ class Split:
 
     def values(self) -> list[tuple[int, ...]]:
         """Every valid value (for strategies that need the list, such as TPE)."""
-        return [v for v in _factorisations(self.extent, self.parts) if v[-1] <= self.max_inner]
+        return [v for t in self.totals for v in _factorisations(t, self.parts) if v[-1] <= self.max_inner]
 
     def project(self, value) -> tuple[int, ...]:
-        """The nearest valid value to a split of another extent: inner factors kept where
-        they divide, else the nearest divisor (in log scale) that fits."""
-        factors, rest = [], self.extent
+        """The nearest valid value to a split of another extent (of the larger total, which
+        tiles well)."""
+        return self._nearest(value, self.totals[-1])
+
+    def _nearest(self, value, total: int) -> tuple[int, ...]:
+        """Factors of `total` nearest to `value`: inner factors kept where they divide, else
+        the nearest divisor (in log scale) that fits."""
+        factors, rest = [], total
         for want in reversed(list(value)[1:]):
             fits = [d for d in divisors(rest) if d <= self.max_inner or factors]
             best = min(fits, key=lambda d: abs(math.log2(d) - math.log2(want)))

@@ -19,5 +19,5 @@ def fit(extent: int, *inner: int) -> tuple[int, ...]:
 
 
 def spatial(extent: int, *inner: int) -> tuple[int, ...]:
-    """`fit` for a spatial axis, which the templates tile as `padded(extent)`."""
+    """`fit` for a spatial axis: tiles of its `padded` extent, which every template allows."""
     return fit(padded(extent), *inner)
