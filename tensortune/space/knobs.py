@@ -70,7 +70,8 @@ class Split:
 
     def sample(self, rng: random.Random) -> tuple[int, ...]:
         while True:
-            rest, inner = rng.choice(self.totals), []
+            # one total draws nothing, so seeded runs in spaces without a cover stay as they were
+            rest, inner = self.totals[0] if len(self.totals) == 1 else rng.choice(self.totals), []
             for _ in range(self.parts - 1):
                 d = rng.choice(divisors(rest))
                 inner.append(d)
