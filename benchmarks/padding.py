@@ -17,11 +17,10 @@ import argparse
 import statistics
 import time
 
-from strategies import best_so_far, trace
+from strategies import at, replay_runs
 
-from tensortune.db import Database, Task
-from tensortune.measure import MeasureConfig, Measurer
-from tensortune.measure.replay import ReplayTable
+from tensortune.db import Database
+from tensortune.measure import MeasureConfig
 from tensortune.space.cpu_template import MAX_VECTOR_TILE, CpuTemplateSpace
 from tensortune.space.knobs import Split
 from tensortune.target import make_target
@@ -42,16 +41,6 @@ class ExactSplits(CpuTemplateSpace):
         return None  # the hands tile padded extents; this comparison needs none
 
 
-def run_space(space, db, target, config, args) -> tuple[dict, ReplayTable]:
-    task = Task(space.workload.key, target.name, target.hardware, space.name)
-    with Measurer(space, target.spec, config) as measurer:
-        replay = ReplayTable(db, task, measurer, cutoff=3.0)
-        runs = {s: [trace(s, seed, space, replay, args.trials, args.batch) for seed in range(args.seeds)]
-                for s in args.strategies}
-        replay.refine(args.refine)
-    return {s: [best_so_far(r["keys"], replay) for r in rs] for s, rs in runs.items()}, replay
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="conv1d-1024")
@@ -63,12 +52,12 @@ def main() -> None:
     parser.add_argument("--refine", type=int, default=16, help="fastest points of each table re-timed at the end")
     args = parser.parse_args()
     target = make_target("cpu", MeasureConfig().threads)
-    config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
     wl, db = get_workload(args.workload), Database(args.db)
     curves = {}
     for space in (ExactSplits(wl), CpuTemplateSpace(wl)):
         start = time.perf_counter()
-        curves[space.name], replay = run_space(space, db, target, config, args)
+        runs, replay = replay_runs(space, db, target, args)
+        curves[space.name] = {s: [r["curve"] for r in rs] for s, rs in runs.items()}
         print(f"[{space.name}: {replay.measured} new points measured, {len(replay.table)} in the table, "
               f"best {replay.best() * 1e3:.4f} ms, {time.perf_counter() - start:.0f} s]")
     best = min(min(c) for per_space in curves.values() for cs in per_space.values() for c in cs)
@@ -77,7 +66,7 @@ def main() -> None:
     medians = {}
     for space_name, per_space in curves.items():
         for strategy, cs in per_space.items():
-            medians[space_name, strategy] = [statistics.median(c[min(n, len(c)) - 1] for c in cs) for n in CHECKPOINTS]
+            medians[space_name, strategy] = [statistics.median(at(c, n) for c in cs) for n in CHECKPOINTS]
             print(f"{strategy:13}{space_name:20}" + "".join(f"{m / best:7.2f}x" for m in medians[space_name, strategy]))
     print("\nexact / template (over 1: with padded tiles the search found faster kernels at that budget)")
     for strategy in args.strategies:

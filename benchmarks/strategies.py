@@ -49,6 +49,31 @@ def trace(strategy_name: str, seed: int, space, replay: ReplayTable, trials: int
     return {"keys": keys, "ask_s": ask_s}
 
 
+def replay_runs(space, db: Database, target, args) -> tuple[dict[str, list[dict]], ReplayTable]:
+    """Every strategy in args.strategies over args.seeds seeds (args.trials trials in batches
+    of args.batch), all drawing on the space's replay table; then the table's args.refine
+    fastest points are re-timed and each run gets its best-so-far "curve". Returns
+    ({strategy: [run per seed]}, the table)."""
+    # quicker timing than a tuning run: the table only has to rank points. Kernels over 3x the
+    # table's best are timed by one call, and stopped (recorded as run_timeout) after 8x that.
+    config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
+    task = Task(space.workload.key, target.name, target.hardware, space.name)
+    with Measurer(space, target.spec, config) as measurer:
+        replay = ReplayTable(db, task, measurer, cutoff=3.0)
+        runs = {s: [trace(s, seed, space, replay, args.trials, args.batch) for seed in range(args.seeds)]
+                for s in args.strategies}
+        replay.refine(args.refine)
+    for rs in runs.values():
+        for r in rs:
+            r["curve"] = best_so_far(r["keys"], replay)
+    return runs, replay
+
+
+def at(curve: list[float], trials: int) -> float:
+    """Best so far after `trials` trials (the last value if the run stopped earlier)."""
+    return curve[min(trials, len(curve)) - 1]
+
+
 def best_so_far(keys: list[str], replay: ReplayTable) -> list[float]:
     best, curve = float("inf"), []
     for key in keys:
@@ -70,7 +95,7 @@ def summarise(name: str, runs: dict[str, list[dict]], within: list[float], out: 
     for strategy, rs in runs.items():
         cells = []
         for c in CHECKPOINTS:
-            values = [r["curve"][min(c, len(r["curve"])) - 1] * 1e3 for r in rs]
+            values = [at(r["curve"], c) * 1e3 for r in rs]
             cells.append(f"{statistics.median(values):9.4f} [{min(values):.4f}-{max(values):.4f}]")
         reach = [_reach(rs, best_any * (1 + p / 100)) for p in within]
         print(f"{strategy:13}" + "".join(f"{c:>26}" for c in cells) + "".join(f"{c:>17}" for c in reach)
@@ -125,23 +150,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     target = make_target("cpu", MeasureConfig().threads)
     db = Database(args.db)
-    # quicker timing than a tuning run: the table only has to rank points. Kernels over 3x the
-    # table's best are timed by one call, and stopped (recorded as run_timeout) after 8x that.
-    config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
     all_runs = {}
     for name in args.workloads:
-        wl = get_workload(name)
-        space = make_space(SPACE, wl)
-        task = Task(wl.key, target.name, target.hardware, SPACE)
         start = time.perf_counter()
-        with Measurer(space, target.spec, config) as measurer:
-            replay = ReplayTable(db, task, measurer, cutoff=3.0)
-            runs = {s: [trace(s, seed, space, replay, args.trials, args.batch) for seed in range(args.seeds)]
-                    for s in args.strategies}
-            replay.refine(args.refine)
-        for rs in runs.values():
-            for r in rs:
-                r["curve"] = best_so_far(r["keys"], replay)
+        runs, replay = replay_runs(make_space(SPACE, get_workload(name)), db, target, args)
         print(f"[{name}: {replay.measured} new points measured, {len(replay.table)} in the table, "
               f"{time.perf_counter() - start:.0f} s]")
         summarise(name, runs, args.within, out)
