@@ -22,7 +22,7 @@ class Measurer:
         self.workload = space.workload.ident
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.builders = WorkerPool(config.build_workers, tasks.build)
-        self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)})
+        self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)}, self_timed=True)
 
     def measure(self, points: list[dict], final: bool = False, cutoff_s: float = float("inf"),
                 space=None) -> list[Result]:

@@ -224,6 +224,8 @@ def _death(returncode: int, stderr: list[str]) -> str:
 
 
 def _worker(batch: Path, ids: list[str]) -> None:
+    import tvm  # noqa: F401  (seconds on a slow machine: before any kernel's clock starts)
+
     manifest = json.loads((batch / "manifest.json").read_text())
     candidates = {c["id"]: c for c in manifest["candidates"]}
     timing = SimpleNamespace(**manifest["timing"])

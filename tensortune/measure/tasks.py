@@ -19,6 +19,7 @@ import numpy as np
 
 from . import runner
 from .config import Timing
+from .pool import start_clock
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ def run(task: RunTask) -> dict:
     """Verify, then time (see runner.run_kernel). Returns a dict with status 'ok' or 'wrong'."""
     inputs, expected, limit = case(task.workload, task.seed)
     lib = runner.load(task.path, task.device)
+    start_clock()  # the time limit covers the kernel, not this worker's set-up
     return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing) | {"threads": _threads()}
 
 
