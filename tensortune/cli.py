@@ -5,6 +5,7 @@ Bad input never ends in a traceback: it is a one-line `error:` message and exit 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -74,6 +75,73 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
         out.print(report.table(summary))
 
 
+@app.command("tune-model")
+def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns the module and example inputs) "
+                                                 "or a zoo model: resnet18, mobilenet_v2, bert_layer, gpt_block, ..."),
+               trials: int = typer.Option(..., "--trials", min=1, help="search trials for the whole model, earlier runs' included"),
+               strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe"),
+               space: str = typer.Option("sketch", "--space", help="sketch (any kernel) | cpu-template"),
+               out_dir: Optional[str] = typer.Option(None, "--out", help="folder for the tuned model (model.so, "
+                                                     "model.json): tensortune.load(folder) calls it from torch"),
+               seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
+               mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
+               as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
+    """Tune every kernel of a PyTorch model with one budget; build it, check it against torch, export it."""
+    from .measure import MeasureConfig
+    from .model import build_model, export_model, import_model, load_factory, tune_model as run_model
+    from .report import model_json, model_table
+    from .search import strategy_class
+    from .space import check_fits
+    from .tuner import TuneConfig
+
+    if strategy_class(strategy) is None:
+        raise UserError("--strategy metaschedule tunes single operators; for a model use random, evolutionary, bo or tpe")
+    _, tgt, database = _setup(None, None, "cpu", threads, mcpu, db)
+    os.environ["TVM_NUM_THREADS"] = str(tgt.threads)  # the model is checked and timed in this process too
+    check_fits(space, tgt.spec)
+    name, (module, inputs) = load_factory(model)
+    imported = import_model(name, module, inputs, tgt.spec)
+    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space)
+    with _progress(as_json) as bar:
+        rows: dict = {}
+        total = bar.add_task(f"{name}: {len(imported.kernels)} kernels", total=trials)
+
+        def update(states, done, wanted):
+            bar.update(total, completed=done)
+            for state in states:
+                if state.tuner and state.tuner.trials:
+                    label = f"  {state.kernel.name[:48]:48} x{state.kernel.calls}  {_ms(state.latency)}"
+                    if state.kernel.name not in rows:
+                        rows[state.kernel.name] = bar.add_task(label, total=None)
+                    bar.update(rows[state.kernel.name], description=label, completed=state.tuner.trials)
+        try:
+            summary = run_model(imported, tgt, database, config, MeasureConfig(threads=tgt.threads), update)
+        except KeyboardInterrupt:
+            err.print("interrupted: every finished round is stored; building the best-so-far model")
+            summary = None
+    built = build_model(imported, tgt, database)
+    paths = export_model(built, tgt, Path(out_dir), _defaults(imported, tgt, database)) if out_dir else []
+    if summary is None:
+        out.print("wrote " + ", ".join(map(str, paths)) if paths else "run the same command again to resume")
+        sys.exit(130)
+    if as_json:
+        print(json.dumps(model_json(summary, built, paths)))
+    else:
+        out.print(model_table(summary, built, paths))
+
+
+def _defaults(imported, tgt, database) -> dict[str, float]:
+    from .db import Task
+    from .space import TEMPLATES
+
+    out = {}
+    for k in imported.kernels:
+        rows = database.records(Task(k.workload.key, tgt.name, tgt.hardware, TEMPLATES[tgt.spec["kind"]]), ("default",))
+        if rows:
+            out[k.name] = rows[-1].result.latency
+    return out
+
+
 @app.command("list")
 def list_workloads() -> None:
     """Workload families (with their shape parameters) and presets."""
@@ -130,11 +198,24 @@ def _setup(workload, shape, target, threads, mcpu, db, must_exist: bool = False,
     from .target import make_target
     from .workloads import get_workload
 
-    wl = get_workload(workload, shape)
+    wl = _workload(workload, shape, db) if workload else None
     if threads is not None and threads < 1:
         raise UserError(f"--threads must be at least 1, got {threads}")
     tgt = make_target(target, threads or default_threads(), mcpu, arch)
     return wl, tgt, _open_db(db, must_exist)
+
+
+def _workload(name: str, shape: str | None, db: str):
+    """A workload by name (see get_workload), or a model's kernel by its key (name#digest)."""
+    from .workloads import get_workload
+    from .workloads.kernel import KernelWorkload
+
+    if "#" not in name:
+        return get_workload(name, shape)
+    found = _open_db(db, must_exist=True).kernel_source(name)
+    if found is None:
+        raise UserError(f"no kernel '{name}' in {db}; 'tensortune show MODEL' lists a model's kernels")
+    return KernelWorkload.from_source(*found)
 
 
 batch_app = typer.Typer(no_args_is_help=True, help="Kernels built here, run on another machine (a GPU host "

@@ -26,6 +26,13 @@ CREATE TABLE IF NOT EXISTS records (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS records_task ON records (workload, target, hardware, space, label);
+-- kernels extracted from models: their TensorIR, so that show/export need not re-import the model
+CREATE TABLE IF NOT EXISTS kernels (key TEXT PRIMARY KEY, name TEXT NOT NULL, source TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS models (
+    name TEXT NOT NULL, model_key TEXT NOT NULL, kernel TEXT NOT NULL, -- kernels.key
+    function TEXT NOT NULL, calls INTEGER NOT NULL, outputs INTEGER NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (model_key, function)
+);
 """
 
 
@@ -90,6 +97,30 @@ class Database:
         query = "SELECT DISTINCT workload, target, hardware, space FROM records"
         rows = self.conn.execute(query + (" WHERE workload=?" if workload else ""), (workload,) if workload else ())
         return [Task(*row) for row in rows]
+
+    def add_model(self, model) -> None:
+        """A model's kernels (model.importer.ImportedModel), once; known kernels are kept."""
+        now = time.time()
+        with self.conn:
+            self.conn.executemany("INSERT OR IGNORE INTO kernels (key, name, source) VALUES (?,?,?)",
+                                  [(k.workload.key, k.workload.name, k.workload.source) for k in model.kernels])
+            self.conn.executemany("INSERT OR IGNORE INTO models VALUES (?,?,?,?,?,?,?)",
+                                  [(model.name, model.key, k.workload.key, k.name, k.calls, k.outputs, now)
+                                   for k in model.kernels])
+
+    def kernel_source(self, key: str) -> tuple[str, str] | None:
+        """(name, TensorIR JSON) of a kernel extracted from a model, or None."""
+        return self.conn.execute("SELECT name, source FROM kernels WHERE key=?", (key,)).fetchone()
+
+    def model_kernels(self, name: str) -> list[tuple[str, str, int, int]]:
+        """(function, kernel key, calls, outputs) of the model last stored under `name` (its
+        name or its key)."""
+        row = self.conn.execute("SELECT model_key FROM models WHERE name=? OR model_key=? ORDER BY created DESC"
+                                " LIMIT 1", (name, name)).fetchone()
+        if row is None:
+            return []
+        return self.conn.execute("SELECT function, kernel, calls, outputs FROM models WHERE model_key=?"
+                                 " ORDER BY rowid", row).fetchall()
 
     def close(self) -> None:
         self.conn.close()

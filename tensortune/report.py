@@ -85,3 +85,45 @@ def batch_table(summaries: list[dict], device: str) -> str:
                      + f"{_fmt(_gflops(s['flops'], best if math.isfinite(best) else None), '.1f'):>9}"
                      + f"{s['correct']:>6}/{s['candidates']}")
     return "\n".join(lines)
+
+
+def model_rows(summary, built) -> list[dict]:
+    """Per kernel of a tuned model: calls, default and best seconds, trials, status."""
+    rows = []
+    for state in summary.tasks:
+        name = state.kernel.name
+        status = ("not tunable (several outputs)" if not state.kernel.tunable else
+                  f"fell back: {built.fell_back[name]}" if name in built.fell_back else
+                  "tuned" if name in built.tuned else "default kept")
+        rows.append({"function": name, "kernel": state.kernel.workload.key, "calls": state.kernel.calls,
+                     "default_ms": _ms(state.default.latency), "best_ms": _ms(state.latency),
+                     "trials": state.tuner.trials if state.tuner else 0, "status": status})
+    return rows
+
+
+def model_json(summary, built, paths) -> dict:
+    default, tuned = summary.estimate
+    return {"model": summary.model.name, "key": summary.model.key, "kernels": len(summary.tasks),
+            "trials": summary.trials, "new_trials": summary.new_trials, "tuning_s": summary.tuning_s,
+            "estimate_ms": {"default": default * 1e3, "tuned": tuned * 1e3},
+            "checked_against_torch": built.error, "tasks": model_rows(summary, built),
+            "exported": [str(p) for p in paths]}
+
+
+def model_table(summary, built, paths) -> Table:
+    default, tuned = summary.estimate
+    grid = Table(title=f"{summary.model.name}: {len(summary.tasks)} kernels, {summary.trials} trials "
+                       f"({summary.new_trials} new) in {summary.tuning_s:.0f} s")
+    for column in ("kernel", "calls", "default ms", "best ms", "trials", "status"):
+        grid.add_column(column, justify="left" if column in ("kernel", "status") else "right")
+    for row in model_rows(summary, built):
+        grid.add_row(row["function"], str(row["calls"]), _fmt(row["default_ms"], ".4f"), _fmt(row["best_ms"], ".4f"),
+                     str(row["trials"]), row["status"])
+    grid.caption = (f"sum over kernels of calls x latency: default {default * 1e3:.3f} ms, tuned {tuned * 1e3:.3f} ms "
+                    f"({default / tuned:.2f}x); the built model matches torch eager within {built.error:.1e}"
+                    + (f"; wrote {', '.join(map(str, paths))}" if paths else ""))
+    return grid
+
+
+def _ms(seconds: float) -> float | None:
+    return seconds * 1e3 if math.isfinite(seconds) else None

@@ -57,34 +57,63 @@ class Summary:
 Progress = Callable[[int, int, float], None]  # (trials done, trials wanted, best seconds so far)
 
 
+class TaskTuner:
+    """The loop for one task, a round at a time: ask, measure, store, tell. A model's tasks
+    are each one of these, driven by the task scheduler; `tune` drives a single one."""
+
+    def __init__(self, workload: Workload, target: Target, db: Database, config: TuneConfig):
+        self.workload, self.db, self.config = workload, db, config
+        self.space = make_space(config.space, workload, target.spec)
+        self.task = Task(workload.key, target.name, target.hardware, config.space)
+        self.strategy = make_strategy(config.strategy, self.space, config.seed)
+        past = db.records(self.task)  # same workload, target and hardware: a resumed run or warm start
+        self.strategy.tell([r.point for r in past], [r.result for r in past])
+        self.past = len(past)
+        self.exhausted = False  # the space has no unmeasured point left
+        if config.warm_start_family:
+            self.strategy.warm_start(*_family_evidence(workload, self.task, self.space, db))
+
+    @property
+    def trials(self) -> int:
+        return len(self.strategy.history)
+
+    @property
+    def best(self) -> float:
+        """Seconds of the fastest correct trial so far (infinity before one)."""
+        return _best(self.strategy.history)
+
+    def step(self, measurer: Measurer, n: int) -> int:
+        """One round of up to n candidates, stored before the strategy hears of them; returns
+        how many were measured (0 once the space is exhausted)."""
+        points = self.strategy.ask(n)
+        if not points:
+            self.exhausted = True
+            return 0
+        results = measurer.measure(points, cutoff_s=self.config.cutoff * self.best, space=self.space)
+        self.db.add(self.task, "search", points, results)
+        self.strategy.tell(points, results)
+        return len(points)
+
+    def finish(self, measurer: Measurer) -> dict[str, list]:
+        """naive, hand and the best few search results re-timed together, carefully."""
+        return _retime(self.space, self.strategy.ranked()[: self.config.final_top], measurer, self.db, self.task)
+
+
 def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
          measure: MeasureConfig, progress: Progress = lambda *_: None) -> Summary:
+    """Tune one operator: `config.trials` in all (earlier runs' included), then re-time."""
     check_runnable(target)
     if config.strategy == metaschedule.NAME:
         return _tune_with_metaschedule(workload, target, db, config, measure, progress)
     start = time.perf_counter()  # tuning time includes setting up the space and the workers
-    space = make_space(config.space, workload, target.spec)
-    task = Task(workload.key, target.name, target.hardware, config.space)
-    strategy = make_strategy(config.strategy, space, config.seed)
-    past = db.records(task)  # same workload, target and hardware: a resumed run or warm start
-    strategy.tell([r.point for r in past], [r.result for r in past])
-    if config.warm_start_family:
-        strategy.warm_start(*_family_evidence(workload, task, space, db))
-    with Measurer(space, target.spec, measure) as measurer:
-        done = len(past)
-        progress(done, config.trials, _best(strategy.history))
-        while done < config.trials:
-            points = strategy.ask(min(config.batch, config.trials - done))
-            if not points:
-                break  # the space has no unmeasured point left
-            results = measurer.measure(points, cutoff_s=config.cutoff * _best(strategy.history))
-            db.add(task, "search", points, results)
-            strategy.tell(points, results)
-            done += len(points)
-            progress(done, config.trials, _best(strategy.history))
+    tuner = TaskTuner(workload, target, db, config)
+    with Measurer(tuner.space, target.spec, measure) as measurer:
+        progress(tuner.trials, config.trials, tuner.best)
+        while tuner.trials < config.trials and tuner.step(measurer, min(config.batch, config.trials - tuner.trials)):
+            progress(tuner.trials, config.trials, tuner.best)
         tuning_s = time.perf_counter() - start
-        finals = _retime(space, strategy.ranked()[: config.final_top], measurer, db, task)
-    return _summary(workload, task, measure, finals, strategy.history, len(past), tuning_s)
+        finals = tuner.finish(measurer)
+    return _summary(workload, tuner.task, measure, finals, tuner.strategy.history, tuner.past, tuning_s)
 
 
 def _tune_with_metaschedule(workload, target, db, config, measure, progress) -> Summary:
@@ -126,7 +155,7 @@ def _retime(space, ranked, measurer: Measurer, db: Database, task: Task) -> dict
         pass  # a workload without a hand schedule
     out: dict[str, list] = {}
     results = measurer.measure([p for _, p in labelled], final=True, space=template)
-    results += measurer.measure([p for p, _ in ranked], final=True)
+    results += measurer.measure([p for p, _ in ranked], final=True, space=space)
     labelled += [("final", p) for p, _ in ranked]
     db.add_many([(task, label, point, result) for (label, point), result in zip(labelled, results)])
     for (label, point), result in zip(labelled, results):

@@ -58,7 +58,7 @@ def _wrong_gemm(path, target_spec, M=8, N=8, K=8):
 def test_verification_catches_a_wrong_kernel(tmp_path, target_spec):
     path = str(tmp_path / "wrong.so")
     _wrong_gemm(path, target_spec)
-    result = tasks.run(tasks.RunTask(("gemm", (8, 8, 8)), path, Timing(3, 1), seed=0))
+    result = tasks.run(tasks.RunTask(get_workload("gemm", "8,8,8").ident, path, Timing(3, 1), seed=0))
     assert result["status"] == "wrong" and "exceeds" in result["reason"]
 
 

@@ -19,17 +19,16 @@ from .result import Result
 class Measurer:
     def __init__(self, space, target: dict, config: MeasureConfig):
         self.space, self.target, self.config = space, target, config
-        self.workload = space.workload.ident
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.builders = WorkerPool(config.build_workers, tasks.build)
         self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)}, self_timed=True)
 
     def measure(self, points: list[dict], final: bool = False, cutoff_s: float = float("inf"),
                 space=None) -> list[Result]:
-        """Build, verify and time points of `space` (default: the measurer's; it must be of the
-        same workload). `final` uses the careful final timing settings; a kernel whose first
-        call exceeds `cutoff_s` is timed by that call alone."""
-        cfg = self.config
+        """Build, verify and time points of `space` (default: the measurer's; any workload:
+        one measurer serves every task of a model). `final` uses the careful final timing
+        settings; a kernel whose first call exceeds `cutoff_s` is timed by that call alone."""
+        cfg, space = self.config, space or self.space
         paths = [os.path.join(self.tmp.name, f"{abs(hash(point_key(p)))}.so") for p in points]
         builds = self.build(points, paths, space)
         timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
@@ -39,7 +38,7 @@ class Measurer:
         # (enough for the careful timing of one just under it); slower ones are stopped
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
         device = "cuda" if self.target["kind"] == "cuda" else "cpu"
-        runs = self.runner.map([tasks.RunTask(self.workload, paths[i], timing, cfg.seed, device) for i in built],
+        runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, cfg.seed, device) for i in built],
                                run_timeout)
         results = [build_failure(b) for b in builds]
         for i, outcome in zip(built, runs):

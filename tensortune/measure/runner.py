@@ -78,10 +78,24 @@ def device_of(kind: str):
 
 
 def verify(got: np.ndarray, expected: np.ndarray, tolerance: float) -> tuple[float, str | None]:
-    """(max error relative to max |expected|, the reason it is wrong or None)."""
-    scale = float(np.abs(expected).max()) or 1.0
-    error = float(np.nan_to_num(np.abs(got - expected), nan=np.inf).max()) / scale
+    """(max error relative to max |expected|, the reason it is wrong or None). Equal elements
+    count as exact, infinities included (a causal mask's -inf); a NaN where a number is expected
+    (an element never written) is an infinite error."""
+    got, expected = got.astype(np.float64), expected.astype(np.float64)
+    finite = np.abs(expected[np.isfinite(expected)])
+    scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    diff = np.where(got == expected, 0.0, np.abs(got - expected))
+    error = float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0)) / scale
     return error, None if error <= tolerance else f"max relative error {error:.2e} exceeds {tolerance:.1e}"
+
+
+def unwritten(shape, dtype) -> np.ndarray:
+    """The output's fill before a kernel runs: NaN, or for integers their largest value, so
+    that an element the kernel never writes cannot pass for a computed one."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.full(shape, np.nan, dtype)
+    return np.full(shape, True if dtype.kind == "b" else np.iinfo(dtype).max, dtype)
 
 
 def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray, tolerance: float, timing) -> dict:
@@ -91,7 +105,7 @@ def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray,
 
     dev = device_of(device)
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
-    args.append(tvm.runtime.tensor(np.full(expected.shape, np.nan, expected.dtype), dev))
+    args.append(tvm.runtime.tensor(unwritten(expected.shape, expected.dtype), dev))
     start = time.perf_counter()
     lib["main"](*args)  # the warm-up call, and the one that is checked
     dev.sync()

@@ -63,21 +63,32 @@ def build(task: BuildTask) -> float:
     return time.perf_counter() - start
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=32)  # a model's tasks share one runner
 def case(workload: tuple, seed: int) -> tuple[list[np.ndarray], np.ndarray, float]:
     """Random inputs (uniform in [-1, 1]), the expected output (the NumPy reference, or
     without one the unscheduled kernel's output) and the tolerance: made once per worker,
     not per candidate."""
     from ..workloads.registry import resolve
 
-    wl = resolve(*workload)
+    wl = resolve(workload)
     rng = np.random.default_rng(seed)
     ins, (out_shape, out_dtype) = wl.io_specs()
-    inputs = [rng.uniform(-1, 1, shape).astype(dtype) for shape, dtype in ins]
+    inputs = [random_input(rng, shape, dtype) for shape, dtype in ins]
     expected = wl.reference(*inputs)
     if expected is None:
         expected = _naive_output(wl, inputs, out_shape, out_dtype)
     return inputs, expected, tolerance(out_dtype, reduction_length(wl.prim_func()))
+
+
+def random_input(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
+    """Uniform in [-1, 1] for floats; 0, 1 or 2 for integers (small enough to be a valid
+    index of most gathers), random for booleans."""
+    kind = np.dtype(dtype).kind
+    if kind == "f":
+        return rng.uniform(-1, 1, shape).astype(dtype)
+    if kind == "b":
+        return rng.random(shape) < 0.5
+    return rng.integers(0, 3, shape).astype(dtype)
 
 
 def _naive_output(wl, inputs, out_shape, out_dtype) -> np.ndarray:
@@ -104,6 +115,8 @@ def tolerance(dtype: str, reduction_length: int) -> float:
     """Largest accepted max-abs error relative to max |reference|: rounding grows at most
     linearly with the reduction length, so 4 * eps * length cannot reject a correct kernel;
     dropping or doubling a single term of a sum is still far above it."""
+    if np.dtype(dtype).kind != "f":
+        return 0.0  # integers and booleans are exact
     return max(4 * float(np.finfo(dtype).eps) * reduction_length, 1e-6)
 
 

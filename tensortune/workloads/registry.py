@@ -163,8 +163,13 @@ def _check_buildable(family: Family, values: tuple[int, ...]) -> None:
         raise UserError(f"bad shape for {family.name}: {err}") from None
 
 
-def resolve(family: str, shape: tuple[int, ...], source: str | None = None) -> Workload:
+def resolve(ident: tuple) -> Workload:
     """The workload a worker process receives as `Workload.ident`."""
+    from .kernel import KERNEL, KernelWorkload
+
+    if ident[0] == KERNEL:
+        return KernelWorkload.from_source(*ident[1:])
+    family, shape, source = ident
     if family not in FAMILIES and source:
         load_user_family(f"{source}:{family.rsplit('.', 1)[-1]}")
     return Workload(FAMILIES[family], tuple(shape))

@@ -1,0 +1,116 @@
+"""Tuned models and kernels back into PyTorch.
+
+`load(folder)` takes what `tensortune tune-model --out` or `tensortune export` wrote and
+returns a callable on torch tensors: inputs go to TVM zero-copy through DLPack, outputs come
+back the same way. Kernels assume contiguous data aligned to 64 bytes (vectorised loads); a
+non-contiguous or misaligned tensor is copied into an aligned one first, never passed on to
+crash. A kernel can also be registered as a torch custom op, so that it works inside
+`torch.compile`d code.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .errors import UserError
+
+ALIGNMENT = 64  # bytes: TVM's kernels assume it
+
+
+def load(folder: str | os.PathLike):
+    """A TunedModel (from tune-model's folder) or a TunedKernel (from export's folder)."""
+    folder = Path(folder)
+    if (folder / "model.json").is_file():
+        return TunedModel(folder)
+    if (folder / "record.json").is_file():
+        return TunedKernel(folder)
+    raise UserError(f"'{folder}' holds no tuned model (model.json) or kernel (record.json); "
+                    "write one with 'tensortune tune-model --out' or 'tensortune export'")
+
+
+def _prepared(tensor, spec: dict, what: str):
+    """The tensor as a kernel may read it: checked against the expected shape and dtype,
+    contiguous and aligned (copied when it is not)."""
+    import torch
+
+    dtype = getattr(torch, spec["dtype"])
+    if not isinstance(tensor, torch.Tensor):
+        raise UserError(f"{what}: expected a torch tensor, got {type(tensor).__name__}")
+    if list(tensor.shape) != list(spec["shape"]) or tensor.dtype != dtype:
+        raise UserError(f"{what}: expected shape {tuple(spec['shape'])} {spec['dtype']}, "
+                        f"got {tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}")
+    if tensor.device.type != "cpu":
+        raise UserError(f"{what}: expected a CPU tensor, got one on {tensor.device}")
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    if not tensor.is_contiguous() or tensor.data_ptr() % ALIGNMENT:
+        tensor = tensor.clone(memory_format=torch.contiguous_format)  # a fresh, aligned allocation
+    return tensor
+
+
+def _threads(count: int) -> None:
+    """TVM sizes its thread pool once, from TVM_NUM_THREADS (else one thread here)."""
+    os.environ.setdefault("TVM_NUM_THREADS", str(count))
+
+
+class TunedModel:
+    """A tuned model: call it with the model's inputs (torch tensors) as the module is called."""
+
+    def __init__(self, folder: Path):
+        self.meta = json.loads((folder / "model.json").read_text())
+        _threads(self.meta["threads"])
+        import tvm
+        from tvm import relax
+
+        self._vm = relax.VirtualMachine(tvm.runtime.load_module(str(folder / "model.so")), tvm.cpu())
+        self._main = self._vm["main"]
+
+    def __call__(self, *inputs):
+        import torch
+        import tvm
+
+        specs = self.meta["inputs"]
+        if len(inputs) != len(specs):
+            raise UserError(f"{self.meta['model']} takes {len(specs)} inputs, got {len(inputs)}")
+        args = [tvm.runtime.from_dlpack(_prepared(t, s, f"input {i}")) for i, (t, s) in enumerate(zip(inputs, specs))]
+        out = self._main(*args)
+        outs = [torch.from_dlpack(o) for o in out]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+class TunedKernel:
+    """One exported kernel: call it with its inputs; the output is allocated and returned."""
+
+    def __init__(self, folder: Path):
+        self.meta = json.loads((folder / "record.json").read_text())
+        _threads(self.meta.get("threads", 1))
+        import tvm
+
+        self._main = tvm.runtime.load_module(str(folder / "kernel.so"))[self.meta["entry"]]
+
+    def __call__(self, *inputs):
+        import torch
+        import tvm
+
+        specs, out = self.meta["inputs"], self.meta["output"]
+        if len(inputs) != len(specs):
+            raise UserError(f"{self.meta['workload']} takes {len(specs)} inputs, got {len(inputs)}")
+        prepared = [_prepared(t, s, f"input {i}") for i, (t, s) in enumerate(zip(inputs, specs))]
+        result = torch.empty(out["shape"], dtype=getattr(torch, out["dtype"]))
+        self._main(*[tvm.runtime.from_dlpack(t) for t in prepared], tvm.runtime.from_dlpack(result))
+        return result
+
+    def as_custom_op(self, name: str):
+        """Register the kernel as the torch custom op `tensortune::<name>` (with a fake
+        implementation giving the output's shape and dtype, so torch.compile can trace it);
+        returns the op."""
+        import torch
+
+        out = self.meta["output"]
+        names = [f"x{i}" for i in range(len(self.meta["inputs"]))]
+        schema = "(" + ", ".join(f"Tensor {n}" for n in names) + ") -> Tensor"
+        op = torch.library.custom_op(f"tensortune::{name}", lambda *inputs: self(*inputs), mutates_args=(),
+                                     schema=schema)
+        op.register_fake(lambda *inputs: inputs[0].new_empty(out["shape"], dtype=getattr(torch, out["dtype"])))
+        return op

@@ -1,0 +1,172 @@
+"""Apply and check: the model built with each kernel's best verified schedule, run in TVM's
+VM and compared with torch eager on fresh inputs.
+
+A kernel never tuned, or whose best is not faster than its default, keeps TVM's default. If
+the built model disagrees with torch, the tuned kernel responsible is found by putting each
+back to its default in turn; it is named in the result and stays at its default.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..db import Database, Task
+from ..errors import UserError
+from ..space import TEMPLATES, make_space
+from ..target import Target
+from .importer import ImportedModel
+
+
+@dataclass
+class BuiltModel:
+    model: ImportedModel
+    executable: object  # tvm.runtime.Executable of the Relax VM
+    tuned: dict[str, float] = field(default_factory=dict)  # function -> tuned seconds per call
+    fell_back: dict[str, str] = field(default_factory=dict)  # function -> why it keeps its default
+    error: float = 0.0  # max error against torch eager, relative to max |torch output|
+
+    def vm(self):
+        import tvm
+        from tvm import relax
+
+        return relax.VirtualMachine(self.executable, tvm.cpu())
+
+
+def tolerance(dtype) -> float:
+    """End-to-end agreement with torch: ten times the square root of the dtype's epsilon
+    (3.5e-3 for float32), as every kernel's rounding differs from torch's."""
+    return 10 * float(np.sqrt(np.finfo(np.dtype(dtype)).eps))
+
+
+def best_schedules(model: ImportedModel, target: Target, db: Database) -> dict[str, tuple[object, float]]:
+    """function name -> (scheduled PrimFunc, seconds per call) for each kernel whose best
+    verified record (any space) is faster than its default."""
+    out = {}
+    for kernel in model.kernels:
+        key = kernel.workload.key
+        default = db.records(Task(key, target.name, target.hardware, TEMPLATES[target.spec["kind"]]), ("default",))
+        limit = default[-1].result.latency if default else float("inf")
+        best = [(record, task) for task in db.tasks(key) if (task.target, task.hardware) == (target.name, target.hardware)
+                for record in [db.best(task)] if record is not None and record.result.latency < limit]
+        if kernel.tunable and best:
+            record, task = min(best, key=lambda b: b[0].result.latency)
+            schedule = make_space(task.space, kernel.workload, target.spec).apply(record.point)
+            out[kernel.name] = (schedule.mod["main"], record.result.latency)
+    return out
+
+
+def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 1) -> BuiltModel:
+    """Build with the best schedules; check against torch; fall back where a kernel is wrong."""
+    chosen = best_schedules(model, target, db)
+    return build_checked(model, target, {name: func for name, (func, _) in chosen.items()},
+                         {name: s for name, (_, s) in chosen.items()}, seed)
+
+
+def build_checked(model: ImportedModel, target: Target, funcs: dict, seconds: dict, seed: int) -> BuiltModel:
+    inputs, expected = fresh_case(model, seed)
+    executable = compile_model(model, target, funcs)
+    error = compare(run(executable, inputs), expected)
+    fell_back: dict[str, str] = {}
+    if error > tolerance(expected[0].dtype) and funcs:
+        for name in list(funcs):
+            trial = {n: f for n, f in funcs.items() if n != name}
+            candidate = compile_model(model, target, trial)
+            trial_error = compare(run(candidate, inputs), expected)
+            if trial_error <= tolerance(expected[0].dtype):
+                fell_back[name] = f"the model with it differed from torch by {error:.1e} (relative)"
+                funcs, executable, error = trial, candidate, trial_error
+                break
+    if error > tolerance(expected[0].dtype):
+        raise UserError(f"{model.name} built by TVM differs from torch eager by {error:.1e} (relative) even "
+                        f"with {'every kernel at its default' if not funcs else 'the tuned kernels'}: "
+                        "TVM's import of this model is not faithful")
+    return BuiltModel(model, executable, {n: seconds[n] for n in funcs}, fell_back, error)
+
+
+def compile_model(model: ImportedModel, target: Target, funcs: dict):
+    """The model's module with `funcs` (function name -> scheduled PrimFunc) swapped in, built
+    for the Relax VM by TVM's remaining CPU passes (lowering the dataflow, memory planning)."""
+    import tvm
+    from tvm import relax
+
+    mod = tvm.IRModule(dict(model.mod.functions), attrs=model.mod.attrs)
+    for gv in list(mod.functions):
+        if gv.name_hint in funcs:
+            mod[gv] = funcs[gv.name_hint].without_attr("global_symbol").with_attrs(dict(model.mod[gv].attrs or {}))
+    spec = tvm.target.Target(target.spec)
+    passes = relax.backend.cpu_generic.pipeline.dataflow_lower_passes(spec) + relax.pipeline.finalize_passes(spec)
+    return tvm.compile(mod, target=spec, relax_pipeline=tvm.transform.Sequential(passes))
+
+
+def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Inputs drawn afresh (like the example inputs: same shapes and dtypes) and torch eager's outputs."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    inputs = [torch.randn(t.shape, generator=generator).to(t.dtype) if t.is_floating_point() else t.clone()
+              for t in model.example_inputs]
+    with torch.no_grad():
+        out = model.module(*inputs)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [t.numpy() for t in inputs], [t.detach().numpy() for t in outs]
+
+
+def run(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
+    return [o.numpy() for o in (out if not hasattr(out, "numpy") else [out])]
+
+
+def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> float:
+    """Max error relative to max |expected|, over every output."""
+    if len(got) != len(expected):
+        return float("inf")
+    errors = []
+    for g, e in zip(got, expected):
+        if g.shape != e.shape:
+            return float("inf")
+        scale = float(np.abs(e).max()) or 1.0
+        errors.append(float(np.nan_to_num(np.abs(g.astype(np.float64) - e), nan=np.inf).max(initial=0.0)) / scale)
+    return max(errors, default=0.0)
+
+
+def export_model(built: BuiltModel, target: Target, folder: Path, defaults: dict[str, float]) -> list[Path]:
+    """model.so (the Relax VM executable) and model.json (inputs, outputs, kernels, check)."""
+    model = built.model
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create '{folder}': {err.strerror}; pass --out with a writable folder") from None
+    library, meta = folder / "model.so", folder / "model.json"
+    built.executable.export_library(str(library))
+    _, expected = fresh_case(model, 0)
+    meta.write_text(json.dumps({
+        "kind": "model", "model": model.name, "key": model.key, "target": target.spec, "threads": target.threads,
+        "inputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} for t in model.example_inputs],
+        "outputs": [{"shape": list(e.shape), "dtype": str(e.dtype)} for e in expected],
+        "checked_against_torch": {"max_relative_error": built.error, "tolerance": tolerance(expected[0].dtype)},
+        "kernels": [{"function": k.name, "kernel": k.workload.key, "calls": k.calls,
+                     "default_s": defaults.get(k.name), "tuned_s": built.tuned.get(k.name),
+                     "fell_back": built.fell_back.get(k.name)} for k in model.kernels],
+    }, indent=1))
+    return [library, meta]
+
+
+def time_model(built: BuiltModel) -> float:
+    """The built model's median seconds per call (warm, repeats of at least 50 ms), in this
+    process's TVM thread pool (sized by TVM_NUM_THREADS)."""
+    import statistics
+
+    import tvm
+
+    from ..measure.runner import time_on_cpu
+
+    inputs, _ = fresh_case(built.model, 0)
+    vm, args = built.vm(), [tvm.runtime.tensor(a) for a in inputs]
+    return statistics.median(time_on_cpu(lambda: vm["main"](*args), 7, 0.05))

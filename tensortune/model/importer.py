@@ -1,0 +1,138 @@
+"""A PyTorch model in, its distinct kernels out.
+
+`nn.Module` + example inputs -> `torch.export` -> TVM Relax (`from_exported_program`) -> TVM's
+standard lowering and fusion (the passes `tvm.compile` runs for a CPU, after the inference
+decompositions MetaSchedule's own model tuning applies: batch norm becomes arithmetic that fuses
+into the convolution before it) -> the fused kernels (TensorIR functions), each with how many
+times the model calls it. Every distinct kernel is one tuning task.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+from ..workloads.kernel import KernelWorkload
+
+
+@dataclass(frozen=True)
+class ModelKernel:
+    """One fused kernel of a model: `name` is its function in the model's module."""
+
+    name: str
+    workload: KernelWorkload
+    calls: int
+    outputs: int  # tensors it writes; kernels writing several are not tuned (they keep TVM's default)
+
+    @property
+    def tunable(self) -> bool:
+        return self.outputs == 1
+
+
+@dataclass
+class ImportedModel:
+    name: str
+    module: object  # the torch nn.Module, for the end-to-end check
+    example_inputs: tuple
+    mod: object  # the lowered and fused Relax IRModule
+    kernels: list[ModelKernel]
+
+    @property
+    def key(self) -> str:
+        """The model's name and a digest of its kernels: a changed model is a new one."""
+        text = "|".join(sorted(f"{k.workload.key}x{k.calls}" for k in self.kernels))
+        return f"{self.name}#{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+
+
+def load_factory(spec: str):
+    """(module, example inputs) from 'FILE.py:FACTORY', or from a zoo model's name."""
+    from . import zoo
+
+    if spec in zoo.ZOO:
+        return spec, zoo.ZOO[spec]()
+    path, _, name = spec.partition(":")
+    if not name or not Path(path).is_file():
+        raise UserError(f"'{spec}' is neither a zoo model ({', '.join(zoo.ZOO)}) nor FILE.py:FACTORY with an existing file")
+    module_spec = importlib.util.spec_from_file_location(f"tensortune_model_{Path(path).stem}", path)
+    source = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(source)
+        factory = getattr(source, name)
+    except AttributeError:
+        raise UserError(f"'{path}' has no function '{name}'") from None
+    except Exception as err:
+        raise UserError(f"cannot import '{path}': {type(err).__name__}: {_first(err)}") from None
+    try:
+        made = factory()
+    except Exception as err:
+        raise UserError(f"the factory '{spec}' raised {type(err).__name__}: {_first(err)}") from None
+    return name, _check_made(spec, made)
+
+
+def _check_made(spec: str, made):
+    import torch
+
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)):
+        raise UserError(f"the factory '{spec}' must return (nn.Module, example inputs), got {type(made).__name__}")
+    module, inputs = made
+    inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+    if not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise UserError(f"the factory '{spec}': example inputs must be torch tensors")
+    return module.eval(), tuple(inputs)
+
+
+def import_model(name: str, module, example_inputs: tuple, target_spec: dict) -> ImportedModel:
+    """Export, convert, lower and fuse; a model that cannot make the way is a UserError that
+    names the step and the cause."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(module, tuple(example_inputs))
+    except Exception as err:
+        raise UserError(f"torch.export cannot capture {name}: {type(err).__name__}: {_first(err)}") from None
+    try:
+        from tvm.relax.frontend.torch import from_exported_program
+
+        mod = from_exported_program(exported)
+    except Exception as err:
+        raise UserError(f"TVM's torch frontend cannot convert {name}: {type(err).__name__}: {_first(err)}") from None
+    mod = lower_and_fuse(mod, target_spec)
+    return ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod))
+
+
+def lower_and_fuse(mod, target_spec: dict):
+    import tvm
+    from tvm import relax
+
+    target = tvm.target.Target(target_spec)
+    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings(),
+              *relax.pipeline.library_dispatch_passes(target), *relax.pipeline.legalize_passes(target)]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def _kernels(mod) -> list[ModelKernel]:
+    import tvm
+    from tvm import relax
+
+    calls: dict[str, int] = {}
+    outputs: dict[str, int] = {}
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and value.op.same_as(call_tir):
+                name = value.args[0].name_hint
+                calls[name] = calls.get(name, 0) + 1
+                outputs[name] = len(value.ty.fields) if isinstance(value.ty, relax.TupleType) else 1
+    funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    return [ModelKernel(name, KernelWorkload.from_func(name, funcs[name]), count, outputs[name])
+            for name, count in calls.items()]
+
+
+def _first(err: Exception) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return (lines[0] if lines else "")[:300]

@@ -1,0 +1,118 @@
+"""One trial budget across a model's kernels: rounds go where they should gain the most.
+
+Every tunable kernel is a task tuned by the same loop as a single operator (tuner.TaskTuner).
+Before any tuning each kernel's default (TVM's untuned kernel) is measured once. Then each
+round goes to the task with the largest expected gain in end-to-end time:
+
+    calls x current latency x expected relative improvement of its next round
+
+where the expected improvement is the mean relative improvement of the task's last two rounds
+(1 for a task not tuned yet: all of it may go), floored at MIN_GAIN so no task starves
+forever. It is MetaSchedule's gradient task scheduler without its FLOP-based forward
+estimate. Every round lands in the records before the next one starts, so an interrupted
+run loses at most a round, the best-so-far model can be built from the records at any time,
+and a re-run resumes (a finished model re-run measures nothing new).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..db import Database, Task
+from ..measure import Measurer, MeasureConfig, Result
+from ..space import TEMPLATES, make_space
+from ..target import Target, check_runnable
+from ..tuner import TaskTuner, TuneConfig
+from .importer import ImportedModel, ModelKernel
+
+MIN_GAIN = 0.01
+
+
+@dataclass
+class TaskState:
+    """A kernel of the model and how its tuning stands."""
+
+    kernel: ModelKernel
+    default: Result  # TVM's untuned kernel
+    tuner: TaskTuner | None = None  # None for a kernel that is not tuned
+    gains: list[float] = field(default_factory=list)  # relative improvement of each round
+
+    @property
+    def latency(self) -> float:
+        """Seconds per call of the best verified kernel so far, the default included."""
+        return min(self.default.latency, self.tuner.best if self.tuner else float("inf"))
+
+    @property
+    def priority(self) -> float:
+        if self.tuner is None or self.tuner.exhausted:
+            return 0.0
+        expected = sum(self.gains[-2:]) / len(self.gains[-2:]) if self.gains else 1.0
+        return self.kernel.calls * self.latency * max(expected, MIN_GAIN)
+
+
+@dataclass
+class ModelSummary:
+    model: ImportedModel
+    tasks: list[TaskState]
+    trials: int  # search trials stored for the model's tasks
+    new_trials: int
+    tuning_s: float
+
+    @property
+    def estimate(self) -> tuple[float, float]:
+        """(default, tuned) seconds: the sum over kernels of calls x latency."""
+        return (sum(t.kernel.calls * t.default.latency for t in self.tasks),
+                sum(t.kernel.calls * t.latency for t in self.tasks))
+
+
+Progress = Callable[[list[TaskState], int, int], None]  # (tasks, trials done, trials wanted)
+
+
+def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneConfig, measure: MeasureConfig,
+               progress: Progress = lambda *_: None) -> ModelSummary:
+    """Tune the model's kernels with `config.trials` in all (earlier runs' included)."""
+    check_runnable(target)
+    start = time.perf_counter()
+    db.add_model(model)
+    template = TEMPLATES[target.spec["kind"]]
+    with Measurer(None, target.spec, measure) as measurer:
+        states = [_state(k, target, db, config, measurer, template) for k in model.kernels]
+        tuned = [s for s in states if s.tuner]
+        past = sum(s.tuner.trials for s in tuned)
+        done = past
+        progress(states, done, config.trials)
+        while done < config.trials and any(s.priority > 0 for s in tuned):
+            state = max(tuned, key=lambda s: s.priority)
+            before = state.latency
+            done += state.tuner.step(measurer, min(config.batch, config.trials - done))
+            state.gains.append(max(0.0, 1 - state.latency / before))
+            progress(states, done, config.trials)
+        for state in tuned:
+            if state.tuner.trials > state.tuner.past:  # a resumed, finished task is not re-timed
+                state.tuner.finish(measurer)
+    return ModelSummary(model, states, done, done - past, time.perf_counter() - start)
+
+
+def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig, measurer: Measurer,
+           template: str) -> TaskState:
+    """The kernel's default, measured once and stored; a tuner for a kernel that can be tuned."""
+    default_space = make_space(template, kernel.workload, target.spec)
+    task = Task(kernel.workload.key, target.name, target.hardware, template)
+    stored = db.records(task, ("default",))
+    if stored:
+        default = stored[-1].result
+    else:
+        (default,) = measurer.measure([default_space.named("naive")], space=default_space)
+        db.add(task, "default", [default_space.named("naive")], [default])
+    if not kernel.tunable or not default.ok:
+        return TaskState(kernel, default)
+    tuner = TaskTuner(kernel.workload, target, db, config)
+    state = TaskState(kernel, default, tuner)
+    history = tuner.strategy.history  # earlier runs' rounds, for the expected gain
+    best = default.latency
+    for i in range(0, len(history), config.batch):
+        now = min([best] + [r.latency for _, r in history[i:i + config.batch]])
+        state.gains.append(max(0.0, 1 - now / best))
+        best = now
+    return state

@@ -1,0 +1,185 @@
+"""Small models in plain torch with random weights (nothing downloaded), at batch 1.
+
+Each factory returns `(module, example_inputs)`, the form `tensortune tune-model` takes:
+`tensortune tune-model tensortune/model/zoo.py:resnet18`. Weights are seeded, so a model's
+kernels (and so its records) are the same from run to run.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def _seeded(build):
+    torch.manual_seed(0)
+    return build().eval()
+
+
+class _Basic(nn.Module):
+    """ResNet's basic block: two 3x3 convs with batch norm, a projection when the shape changes."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + self.down(x))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, classes: int = 1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        widths, blocks, cin = (64, 128, 256, 512), [], 64
+        for i, width in enumerate(widths):
+            stride = 1 if i == 0 else 2
+            blocks += [_Basic(cin, width, stride), _Basic(width, width, 1)]
+            cin = width
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        y = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
+class _Inverted(nn.Module):
+    """MobileNetV2's inverted residual: 1x1 expand, 3x3 depthwise, 1x1 project."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int):
+        super().__init__()
+        hidden = cin * expand
+        layers = [] if expand == 1 else [nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6()]
+        layers += [nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), nn.BatchNorm2d(hidden),
+                   nn.ReLU6(), nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+class MobileNetV2(nn.Module):
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                (6, 320, 1, 1))  # (expansion, channels, repeats, first stride)
+
+    def __init__(self, classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6()]
+        cin = 32
+        for expand, cout, repeats, stride in self.SETTINGS:
+            for i in range(repeats):
+                layers.append(_Inverted(cin, cout, stride if i == 0 else 1, expand))
+                cin = cout
+        layers += [nn.Conv2d(cin, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.ReLU6()]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(1280, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class _Attention(nn.Module):
+    """Multi-head self-attention written out (no fused kernels), optionally causal."""
+
+    def __init__(self, width: int, heads: int, causal: bool, length: int):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+        if causal:
+            self.register_buffer("mask", torch.full((length, length), float("-inf")).triu(1))
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=-1)
+        q, k, v = (t.reshape(batch, length, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(width // self.heads)
+        if self.causal:
+            scores = scores + self.mask
+        y = torch.softmax(scores, dim=-1) @ v
+        return self.out(y.transpose(1, 2).reshape(batch, length, width))
+
+
+class EncoderLayer(nn.Module):
+    """A BERT encoder layer: attention, then a GELU feed-forward, each with a residual and a
+    LayerNorm after it."""
+
+    def __init__(self, width: int = 768, heads: int = 12, hidden: int = 3072, length: int = 128):
+        super().__init__()
+        self.attention = _Attention(width, heads, False, length)
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.ffn = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
+
+    def forward(self, x):
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.ffn(x))
+
+
+class DecoderBlock(nn.Module):
+    """A GPT-2 style block: pre-LayerNorm causal attention and a GELU MLP, with residuals."""
+
+    def __init__(self, width: int = 768, heads: int = 12, length: int = 128):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attention = _Attention(width, heads, True, length)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class ConvBlock(nn.Module):
+    """A tiny conv block (conv, batch norm, ReLU, linear head): for tests and the quick start."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+
+def resnet18():
+    """ResNet-18, 224x224 RGB."""
+    return _seeded(ResNet18), (torch.randn(1, 3, 224, 224),)
+
+
+def mobilenet_v2():
+    """MobileNetV2, 224x224 RGB."""
+    return _seeded(MobileNetV2), (torch.randn(1, 3, 224, 224),)
+
+
+def bert_layer():
+    """One BERT-base encoder layer, sequence 128."""
+    return _seeded(EncoderLayer), (torch.randn(1, 128, 768),)
+
+
+def gpt_block():
+    """One GPT-2-small decoder block, sequence 128."""
+    return _seeded(DecoderBlock), (torch.randn(1, 128, 768),)
+
+
+def conv_block():
+    """A tiny conv block on 8x8 images (tests, quick start)."""
+    return _seeded(ConvBlock), (torch.randn(1, 3, 8, 8),)
+
+
+def tiny_transformer():
+    """A tiny encoder layer (width 32, 2 heads, sequence 8): tests, quick start."""
+    return _seeded(lambda: EncoderLayer(32, 2, 64, 8)), (torch.randn(1, 8, 32),)
+
+
+ZOO = {f.__name__: f for f in (resnet18, mobilenet_v2, bert_layer, gpt_block, conv_block, tiny_transformer)}
