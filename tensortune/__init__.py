@@ -1,3 +1,29 @@
-"""tensortune: search schedules for tensor kernels, verify them, time them, keep the fastest."""
+"""tensortune: search schedules for tensor kernels, verify them, time them, keep the fastest.
+
+The public API (imported lazily: `import tensortune` does not load TVM):
+
+- `get_workload(name, shape)`, `workload(...)`: operators (see README, "Your own operator").
+- `tune(workload, target, db, TuneConfig, MeasureConfig)`: tune one operator.
+- `load_factory(spec)`, `import_model(name, module, example_inputs, target_spec)`: a PyTorch
+  model's kernels as tasks; `tune_model(...)`: one budget across them; `build_model(...)`,
+  `export_model(...)`: the tuned model, checked against torch.
+- `load(folder)`: a tuned model or exported kernel as a callable on torch tensors.
+- `make_target(name, threads)`, `Database(path)`, `TuneConfig`, `MeasureConfig`.
+"""
+from importlib import import_module
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "get_workload": "workloads", "workload": "workloads", "tune": "tuner", "TuneConfig": "tuner",
+    "MeasureConfig": "measure", "make_target": "target", "Database": "db", "load": "loader",
+    "load_factory": "model", "import_model": "model", "tune_model": "model", "build_model": "model",
+    "export_model": "model",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'tensortune' has no attribute '{name}'")
+    return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -96,11 +96,12 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
 
     if strategy_class(strategy) is None:
         raise UserError("--strategy metaschedule tunes single operators; for a model use random, evolutionary, bo or tpe")
-    _, tgt, database = _setup(None, None, "cpu", threads, mcpu, db)
+    tgt = _target("cpu", threads, mcpu)
     os.environ["TVM_NUM_THREADS"] = str(tgt.threads)  # the model is checked and timed in this process too
     check_fits(space, tgt.spec)
     name, (module, inputs) = load_factory(model)
     imported = import_model(name, module, inputs, tgt.spec)
+    database = _open_db(db)  # only once the model is in: a model that cannot come in leaves no database
     config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space)
     with _progress(as_json) as bar:
         rows: dict = {}
@@ -159,11 +160,13 @@ def list_workloads() -> None:
 
 @app.command()
 def show(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db: str = DB) -> None:
-    """Records and the best kernel for WORKLOAD, per target and hardware."""
-    from .workloads import get_workload
-
-    wl = get_workload(workload, shape)
+    """Records and the best kernel for WORKLOAD (or, for a tuned model, each of its kernels), per target and hardware."""
     database = _open_db(db, must_exist=True)
+    kernels = database.model_kernels(workload.rpartition(":")[2])
+    if kernels:
+        _show_model(workload, kernels, database)
+        return
+    wl = _workload(workload, shape, db)
     tasks = database.tasks(wl.key)
     if not tasks:
         raise UserError(f"no records for {wl.key} in {db}; run 'tensortune tune {workload}' first")
@@ -181,6 +184,22 @@ def show(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db: 
                       f"{best.result.threads} threads): {_shorten(json.dumps(best.point))}")
 
 
+def _show_model(name: str, kernels: list, database) -> None:
+    """One line per kernel of the model: calls, trials, default and best per target and hardware."""
+    out.print(f"[bold]{name}[/]: {len(kernels)} kernels (function, calls, then each task: trials, default, best)")
+    for function, key, calls, outputs in kernels:
+        tasks = database.tasks(key)
+        default = {(t.target, t.hardware): r.result.latency for t in tasks for r in database.records(t, ("default",))}
+        lines = []
+        for task in (t for t in tasks if database.records(t)):
+            best = database.best(task)
+            lines.append(f"{task.space} on {task.target} ({task.hardware}): {len(database.records(task))} trials, "
+                         f"default {_ms(default.get((task.target, task.hardware), float('inf')))}, "
+                         f"best {_ms(best.result.latency) if best else '-'}")
+        status = "not tunable (several outputs)" if outputs > 1 else "; ".join(lines) or "not tuned"
+        out.print(f"  {function} x{calls}, kernel {key}: {status}", markup=False)
+
+
 @app.command()
 def export(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db: str = DB,
            out_dir: str = typer.Option("tensortune-export", "--out", help="folder for kernel.so, kernel.py, record.json"),
@@ -194,15 +213,17 @@ def export(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db
 
 
 def _setup(workload, shape, target, threads, mcpu, db, must_exist: bool = False, arch: str = "sm_90"):
+    wl = _workload(workload, shape, db)
+    return wl, _target(target, threads, mcpu, arch), _open_db(db, must_exist)
+
+
+def _target(name: str, threads: int | None, mcpu: str | None, arch: str = "sm_90"):
     from .measure.config import default_threads
     from .target import make_target
-    from .workloads import get_workload
 
-    wl = _workload(workload, shape, db) if workload else None
     if threads is not None and threads < 1:
         raise UserError(f"--threads must be at least 1, got {threads}")
-    tgt = make_target(target, threads or default_threads(), mcpu, arch)
-    return wl, tgt, _open_db(db, must_exist)
+    return make_target(name, threads or default_threads(), mcpu, arch)
 
 
 def _workload(name: str, shape: str | None, db: str):
@@ -231,12 +252,10 @@ def batch_export(workloads: list[str] = typer.Argument(..., help="presets (gemm-
                  mcpu: Optional[str] = MCPU, out_dir: str = typer.Option(..., "--out", help="a new folder for the batch")) -> None:
     """Build naive, hand and COUNT candidates per workload into a batch folder to carry to the machine that runs them."""
     from .batch import export_batch
-    from .measure.config import default_threads
-    from .target import make_target
     from .workloads import get_workload
 
     wls = [get_workload(*w.split(":", 1)) if ":" in w and ".py:" not in w else get_workload(w) for w in workloads]
-    tgt = make_target(target, threads or default_threads(), mcpu, arch)
+    tgt = _target(target, threads, mcpu, arch)
     report = lambda wl, n: err.print(f"built {n} candidates of {wl.preset or wl.key}")  # noqa: E731
     manifest = export_batch(wls, tgt, Path(out_dir), count, seed, progress=report)
     out.print(f"wrote {out_dir}: {len(manifest['candidates'])} kernels ({len(manifest['failed'])} failed to build); "

@@ -17,3 +17,25 @@ def target_spec():
     from tensortune.target import make_target
 
     return make_target("cpu", 2).spec
+
+
+@pytest.fixture
+def in_process_cli(capsys, monkeypatch):
+    """The real command line (tensortune.cli.main) in this process, which has already paid
+    for importing TVM: (exit code, stdout, stderr). For quick checks of bad input; the
+    end-to-end tests run `python -m tensortune` as users do."""
+    from tensortune import cli
+
+    def run(*args, cwd=None):
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        monkeypatch.setattr("sys.argv", ["tensortune", *map(str, args)])
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as done:
+            code = done.code or 0
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

@@ -31,8 +31,13 @@ def assert_user_error(done, message):
     (["tune", "gemm-1024", "--space", "magic"], "unknown space 'magic'"),
     (["batch", "import", "nowhere"], "is not a batch"),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
-    assert_user_error(cli(*args, cwd=tmp_path), message)
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, in_process_cli):
+    code, _, stderr = in_process_cli(*args, cwd=tmp_path)
+    assert_user_error(subprocess.CompletedProcess(args, code, "", stderr), message)
+
+
+def test_bad_input_from_a_fresh_process_is_one_line_too(tmp_path):
+    assert_user_error(cli("tune", "matmul", cwd=tmp_path), "unknown workload 'matmul'")
 
 
 def test_tuning_for_a_gpu_on_a_machine_without_one_says_what_to_do(tmp_path):

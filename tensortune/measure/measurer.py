@@ -6,10 +6,11 @@ the batch has finished, so builds cannot steal the cores a timing runs on.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import tempfile
 
-from ..space import InvalidPoint, point_key
+from ..space import InvalidPoint
 from . import tasks
 from .config import MeasureConfig, Timing
 from .pool import Outcome, WorkerPool
@@ -20,6 +21,7 @@ class Measurer:
     def __init__(self, space, target: dict, config: MeasureConfig):
         self.space, self.target, self.config = space, target, config
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
+        self.serial = itertools.count()
         self.builders = WorkerPool(config.build_workers, tasks.build)
         self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)}, self_timed=True)
 
@@ -29,7 +31,9 @@ class Measurer:
         one measurer serves every task of a model). `final` uses the careful final timing
         settings; a kernel whose first call exceeds `cutoff_s` is timed by that call alone."""
         cfg, space = self.config, space or self.space
-        paths = [os.path.join(self.tmp.name, f"{abs(hash(point_key(p)))}.so") for p in points]
+        # a fresh name per build: the run worker would get an earlier library back from the
+        # loader's cache for a name it has loaded before (another task's kernel, say)
+        paths = [os.path.join(self.tmp.name, f"{next(self.serial)}.so") for _ in points]
         builds = self.build(points, paths, space)
         timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
                   else Timing(cfg.repeat, cfg.min_repeat_ms, cutoff_s=cutoff_s))

@@ -8,7 +8,10 @@ times the model calls it. Every distinct kernel is one tuning task.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import warnings
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +92,10 @@ def import_model(name: str, module, example_inputs: tuple, target_spec: dict) ->
     import torch
 
     try:
-        with torch.no_grad():
+        # torch logs the graph it failed on, and warns about its own deprecations, on stderr:
+        # the error below says what went wrong in one line
+        with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
             exported = torch.export.export(module, tuple(example_inputs))
     except Exception as err:
         raise UserError(f"torch.export cannot capture {name}: {type(err).__name__}: {_first(err)}") from None

@@ -1,0 +1,172 @@
+"""End to end on whole models, in one sitting: torch eager, torch.compile (inductor), TVM
+untuned, MetaSchedule (its Relax integration) and tensortune with the same total trials.
+
+Run alone on the machine (any other process distorts timings):
+    .venv/bin/python benchmarks/models.py [--models resnet18 bert_layer] [--trials-per-task 32]
+        [--no-metaschedule] [--out benchmarks/results/models.txt]
+
+Every variant runs with the same thread count: TVM's pool through TVM_NUM_THREADS (set before
+TVM starts), torch through set_num_threads in a child process of its own (importing TVM pins
+the calling thread to one core). Latencies are medians of warm repeats of at least 50 ms.
+The total trial budget is trials-per-task x the model's tunable kernels, for both tuners.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+
+THREADS = len(os.sched_getaffinity(0))
+os.environ["TVM_NUM_THREADS"] = str(THREADS)
+
+
+def torch_latencies(name: str) -> dict:
+    """torch eager and torch.compile in this (child) process: seconds per call, or the error."""
+    import torch
+
+    from tensortune.measure.runner import time_on_cpu
+    from tensortune.model import zoo
+
+    torch.set_num_threads(THREADS)
+    module, inputs = zoo.ZOO[name]()
+    out = {}
+    with torch.no_grad():
+        out["eager"] = statistics.median(time_on_cpu(lambda: module(*inputs), 7, 0.05))
+        try:
+            compiled = torch.compile(module)
+            start = time.perf_counter()
+            compiled(*inputs)
+            out["compile_s"] = time.perf_counter() - start
+            out["inductor"] = statistics.median(time_on_cpu(lambda: compiled(*inputs), 7, 0.05))
+        except Exception as err:  # inductor needs a working C++ toolchain: report why not
+            out["inductor_error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+    return out
+
+
+def time_vm(executable, inputs) -> float:
+    import tvm
+    from tvm import relax
+
+    from tensortune.measure.runner import time_on_cpu
+
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    args = [tvm.runtime.tensor(a) for a in inputs]
+    return statistics.median(time_on_cpu(lambda: vm["main"](*args), 7, 0.05))
+
+
+def metaschedule(model, target, trials: int, work_dir: str):
+    """MetaSchedule's own model tuning on the same fused module: (executable, wall seconds)."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from tensortune.search.metaschedule import BUILD_TIMEOUT_S, TRIALS_PER_ROUND, _stdout_to_stderr
+
+    spec = tvm.target.Target(target.spec)
+    start = time.perf_counter()
+    with _stdout_to_stderr():
+        database = ms.relax_integration.tune_relax(
+            model.mod, {}, spec, work_dir, max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND,
+            builder=ms.builder.LocalBuilder(max_workers=THREADS, timeout_sec=BUILD_TIMEOUT_S),
+            runner=ms.runner.LocalRunner(timeout_sec=60), seed=1)
+        executable = ms.relax_integration.compile_relax(database, model.mod, spec, params={})
+    return executable, time.perf_counter() - start
+
+
+def bench(name: str, args) -> dict:
+    from tensortune.db import Database
+    from tensortune.measure import MeasureConfig
+    from tensortune.model import build_model, import_model
+    from tensortune.model.build import build_checked, fresh_case
+    from tensortune.model import tune_model, zoo
+    from tensortune.target import make_target
+    from tensortune.tuner import TuneConfig
+
+    target = make_target("cpu", THREADS)
+    child = subprocess.run([sys.executable, __file__, "--torch-child", name], capture_output=True, text=True)
+    row = {"model": name, "torch": json.loads(child.stdout) if child.returncode == 0 else {"error": child.stderr[-300:]}}
+    module, inputs = zoo.ZOO[name]()
+    model = import_model(name, module, inputs, target.spec)
+    tunable = sum(k.tunable for k in model.kernels)
+    trials = args.trials_per_task * tunable
+    row.update(kernels=len(model.kernels), tunable=tunable, trials=trials)
+    case, _ = fresh_case(model, 0)
+    row["tvm_untuned"] = time_vm(build_checked(model, target, {}, {}, seed=1).executable, case)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(f"{tmp}/bench.db")  # fresh: every trial measured in this sitting
+        start = time.perf_counter()
+        summary = tune_model(model, target, db, TuneConfig(trials=trials, space=args.space, seed=args.seed),
+                             MeasureConfig(threads=THREADS), lambda states, done, wanted: print(
+                                 f"  {name}: {done}/{wanted} trials", file=sys.stderr, flush=True))
+        built = build_model(model, target, db)
+        row["ours_wall_s"] = time.perf_counter() - start
+        row["ours"] = time_vm(built.executable, case)
+        row["ours_error"], row["ours_trials"] = built.error, summary.trials
+        if args.metaschedule:
+            executable, row["ms_wall_s"] = metaschedule(model, target, trials, f"{tmp}/ms")
+            row["metaschedule"] = time_vm(executable, case)
+    return row
+
+
+def table(rows: list[dict], args) -> str:
+    def ms(x):
+        return f"{x * 1e3:9.3f}" if isinstance(x, float) else f"{'-':>9}"
+
+    def ratio(a, b):
+        return f"{a / b:7.2f}x" if isinstance(a, float) and isinstance(b, float) else f"{'-':>8}"
+
+    lines = [f"models.py: {' '.join(sys.argv[1:])}", f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+             f"machine {_cpu()} ({THREADS} threads for every variant), python {platform.python_version()}",
+             f"budget: {args.trials_per_task} trials per tunable kernel for tensortune and MetaSchedule; space {args.space}",
+             "latency ms (median, warm); ratios: how many times faster ours is than the column", "",
+             f"{'model':13}{'eager':>9}{'inductor':>9}{'untuned':>9}{'MS':>9}{'ours':>9}"
+             f"{'/eager':>8}{'/induct':>8}{'/untuned':>8}{'/MS':>8}{'ours s':>8}{'MS s':>8}{'MS s/ours s':>12}"
+             f"{'kernels':>8}{'trials':>7}"]
+    for r in rows:
+        t = r["torch"]
+        lines.append(f"{r['model']:13}{ms(t.get('eager'))}{ms(t.get('inductor'))}{ms(r['tvm_untuned'])}"
+                     f"{ms(r.get('metaschedule'))}{ms(r['ours'])}{ratio(t.get('eager'), r['ours'])}"
+                     f"{ratio(t.get('inductor'), r['ours'])}{ratio(r['tvm_untuned'], r['ours'])}"
+                     f"{ratio(r.get('metaschedule'), r['ours'])}{r['ours_wall_s']:8.0f}"
+                     f"{r.get('ms_wall_s', float('nan')):8.0f}{ratio(r.get('ms_wall_s'), r['ours_wall_s']):>12}"
+                     f"{r['kernels']:8d}{r['trials']:7d}")
+        if "inductor_error" in t:
+            lines.append(f"  inductor failed: {t['inductor_error']}")
+        lines.append(f"  ours matches torch eager within {r['ours_error']:.1e} (relative)")
+    return "\n".join(lines)
+
+
+def _cpu() -> str:
+    with open("/proc/cpuinfo") as f:
+        return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), platform.machine())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["resnet18", "bert_layer"])
+    parser.add_argument("--trials-per-task", type=int, default=32)
+    parser.add_argument("--space", default="sketch")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-metaschedule", dest="metaschedule", action="store_false")
+    parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--torch-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.torch_child:
+        print(json.dumps(torch_latencies(args.torch_child)))
+        return
+    rows = [bench(name, args) for name in args.models]
+    text = table(rows, args)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n\n" + json.dumps(rows, indent=1, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

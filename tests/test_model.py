@@ -1,0 +1,166 @@
+"""Whole models: import, tune with one budget, build, check against torch, load back into torch."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tensortune import load
+from tensortune.db import Database
+from tensortune.measure import MeasureConfig
+from tensortune.model import build_model, export_model, import_model, tune_model
+from tensortune.model import zoo
+from tensortune.model.build import build_checked, tolerance
+from tensortune.target import make_target
+from tensortune.tuner import TuneConfig
+
+FAST = MeasureConfig(threads=2, repeat=3, min_repeat_ms=1, final_repeat=3, final_min_repeat_ms=1)
+BAD = Path(__file__).parent / "models" / "bad.py"
+
+
+def _imported(name):
+    module, inputs = zoo.ZOO[name]()
+    return import_model(name, module, inputs, make_target("cpu", 2).spec)
+
+
+@pytest.mark.parametrize("name,kernels", [("conv_block", 3), ("tiny_transformer", 17)])
+def test_a_model_tunes_builds_matches_torch_and_loads_back(name, kernels, tmp_path):
+    model = _imported(name)
+    assert len(model.kernels) == kernels and all(k.calls >= 1 for k in model.kernels)
+    target, db = make_target("cpu", 2), Database(str(tmp_path / "t.db"))
+    summary = tune_model(model, target, db, TuneConfig(trials=8, batch=4, space="sketch"), FAST)
+    assert summary.trials == 8 and sum(s.tuner.trials for s in summary.tasks if s.tuner) == 8
+    assert all(s.default.ok for s in summary.tasks)  # every default measured and verified
+    built = build_model(model, target, db)
+    assert built.error <= tolerance("float32") and not built.fell_back
+    assert set(built.tuned) <= {k.name for k in model.kernels if k.tunable}
+    paths = export_model(built, target, tmp_path / "out", {})
+    tuned = load(tmp_path / "out")
+    x = torch.randn(model.example_inputs[0].shape)
+    with torch.no_grad():
+        expected = model.module(x)
+    got = tuned(x)
+    assert isinstance(got, torch.Tensor) and got.shape == expected.shape
+    assert (got - expected).abs().max() <= 1e-4 * expected.abs().max()
+    misaligned = torch.randn(x.numel() + 1)[1:].reshape(x.shape)  # 4 bytes off: copied, not crashed
+    assert torch.allclose(tuned(misaligned), tuned(misaligned.clone()))
+    assert json.loads(paths[1].read_text())["key"] == model.key
+
+
+def test_the_conv_kernel_gets_tuned_first_and_wins():
+    """The scheduler spends rounds where calls x latency is largest: the convolution, not the reshape."""
+    model = _imported("conv_block")
+    db = Database(":memory:")
+    summary = tune_model(model, make_target("cpu", 2), db, TuneConfig(trials=4, batch=4, space="sketch"), FAST)
+    tuned = [s.kernel.name for s in summary.tasks if s.tuner and s.tuner.trials]
+    assert tuned == [max(summary.tasks, key=lambda s: s.kernel.calls * s.default.latency).kernel.name]
+
+
+class Stop(Exception):
+    pass
+
+
+def test_an_interrupted_model_tune_resumes_and_a_finished_one_measures_nothing(tmp_path):
+    model = _imported("conv_block")
+    target, path = make_target("cpu", 2), str(tmp_path / "t.db")
+    config = TuneConfig(trials=12, batch=4, space="cpu-template", seed=3)
+    rounds = []
+
+    def stop_after_two(states, done, wanted):
+        rounds.append(done)
+        if len(rounds) > 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        tune_model(model, target, Database(path), config, FAST, stop_after_two)
+    again = tune_model(model, target, Database(path), config, FAST)
+    assert again.trials == 12 and again.new_trials == 4  # two rounds of 4 had landed
+    rows = Database(path).conn.execute("SELECT workload, point FROM records WHERE label='search'").fetchall()
+    assert len(rows) == 12 and len(set(rows)) == 12
+    count = "SELECT count(*) FROM records"
+    before = Database(path).conn.execute(count).fetchone()[0]
+    finished = tune_model(model, target, Database(path), config, FAST)
+    assert finished.new_trials == 0 and Database(path).conn.execute(count).fetchone()[0] == before
+
+
+def _writes_zeros(workload):
+    """A test double for a wrong tuned kernel: the kernel's signature, an output of zeros."""
+    from tvm import te
+
+    ins, (shape, dtype) = workload.io_specs()
+    placeholders = [te.placeholder(s, d, name=f"in{i}") for i, (s, d) in enumerate(ins)]
+    out = te.compute(shape, lambda *_: te.const(0, dtype), name="out")
+    return te.create_prim_func([*placeholders, out])
+
+
+def test_a_wrong_kernel_in_the_model_is_named_and_falls_back(tmp_path):
+    model = _imported("conv_block")
+    conv = next(k for k in model.kernels if "conv2d" in k.name)
+    built = build_checked(model, make_target("cpu", 2), {conv.name: _writes_zeros(conv.workload)},
+                          {conv.name: 1e-6}, seed=1)
+    assert conv.name in built.fell_back and not built.tuned and built.error <= tolerance("float32")
+
+
+def test_an_exported_kernel_runs_as_a_custom_op_inside_torch_compile(tmp_path):
+    from tensortune.exporter import export_best
+
+    model = _imported("conv_block")
+    target, db = make_target("cpu", 2), Database(str(tmp_path / "t.db"))
+    tune_model(model, target, db, TuneConfig(trials=8, batch=8, space="cpu-template"), FAST)
+    matmul = next(k for k in model.kernels if "matmul" in k.name)
+    export_best(matmul.workload, target, db, tmp_path / "k")
+    kernel = load(tmp_path / "k")
+    op = kernel.as_custom_op("fc_test")
+    args = [torch.randn(s["shape"]) for s in kernel.meta["inputs"]]
+
+    @torch.compile(backend="eager")  # traces through the op's fake implementation
+    def head(a, w, b):
+        return torch.relu(op(a, w, b)) + 1
+
+    expected = torch.relu(args[0] @ args[1] + args[2]) + 1
+    assert torch.allclose(head(*args), expected, atol=1e-5)
+    with pytest.raises(Exception, match="expected shape"):
+        kernel(torch.randn(2, 2), *args[1:])
+
+
+def test_kernels_are_keyed_by_structure_not_by_name():
+    from tensortune.workloads.kernel import KernelWorkload
+
+    model = _imported("conv_block")
+    func = model.kernels[0].workload.prim_func()
+    same = KernelWorkload.from_func("fused_conv2d7_add2", func)
+    assert same.key.split("#")[1] == model.kernels[0].workload.key.split("#")[1]
+    other = model.kernels[2].workload
+    assert other.key != model.kernels[0].workload.key
+
+
+def cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "tensortune", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("factory,message", [
+    ("raises", "raised RuntimeError: weights not found"),
+    ("data_dependent", "torch.export cannot capture"),
+    ("unsupported", "TVM's torch frontend cannot convert"),
+    ("not_a_model", "must return (nn.Module, example inputs)"),
+])
+def test_a_model_that_cannot_come_in_is_one_line_and_exit_2(factory, message, tmp_path, in_process_cli):
+    code, _, stderr = in_process_cli("tune-model", f"{BAD}:{factory}", "--trials", "4", "--db", "t.db", cwd=tmp_path)
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], stderr
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_tune_model_from_the_command_line_then_show(tmp_path):
+    done = cli("tune-model", "conv_block", "--trials", "4", "--batch", "4", "--space", "cpu-template", "--db", "t.db",
+               "--out", "tuned", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["trials"] == 4 and summary["kernels"] == 3 and summary["checked_against_torch"] < 1e-3
+    assert (tmp_path / "tuned" / "model.so").is_file()
+    shown = cli("show", "conv_block", "--db", "t.db", cwd=tmp_path)
+    assert shown.returncode == 0 and "3 kernels" in shown.stdout and "4 trials" in shown.stdout, shown.stderr
