@@ -121,7 +121,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
             err.print("interrupted: every finished round is stored; building the best-so-far model")
             summary = None
     built = build_model(imported, tgt, database)
-    paths = export_model(built, tgt, Path(out_dir), _defaults(imported, tgt, database)) if out_dir else []
+    paths = export_model(built, tgt, Path(out_dir), database) if out_dir else []
     if summary is None:
         out.print("wrote " + ", ".join(map(str, paths)) if paths else "run the same command again to resume")
         sys.exit(130)
@@ -129,18 +129,6 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
         print(json.dumps(model_json(summary, built, paths)))
     else:
         out.print(model_table(summary, built, paths))
-
-
-def _defaults(imported, tgt, database) -> dict[str, float]:
-    from .db import Task
-    from .space import TEMPLATES
-
-    out = {}
-    for k in imported.kernels:
-        rows = database.records(Task(k.workload.key, tgt.name, tgt.hardware, TEMPLATES[tgt.spec["kind"]]), ("default",))
-        if rows:
-            out[k.name] = rows[-1].result.latency
-    return out
 
 
 @app.command("list")
@@ -191,9 +179,11 @@ def _show_model(name: str, kernels: list, database) -> None:
         tasks = database.tasks(key)
         default = {(t.target, t.hardware): r.result.latency for t in tasks for r in database.records(t, ("default",))}
         lines = []
-        for task in (t for t in tasks if database.records(t)):
+        for task, trials in ((t, len(database.records(t))) for t in tasks):
+            if not trials:
+                continue
             best = database.best(task)
-            lines.append(f"{task.space} on {task.target} ({task.hardware}): {len(database.records(task))} trials, "
+            lines.append(f"{task.space} on {task.target} ({task.hardware}): {trials} trials, "
                          f"default {_ms(default.get((task.target, task.hardware), float('inf')))}, "
                          f"best {_ms(best.result.latency) if best else '-'}")
         status = "not tunable (several outputs)" if outputs > 1 else "; ".join(lines) or "not tuned"

@@ -36,7 +36,7 @@ def test_a_model_tunes_builds_matches_torch_and_loads_back(name, kernels, tmp_pa
     built = build_model(model, target, db)
     assert built.error <= tolerance("float32") and not built.fell_back
     assert set(built.tuned) <= {k.name for k in model.kernels if k.tunable}
-    paths = export_model(built, target, tmp_path / "out", {})
+    paths = export_model(built, target, tmp_path / "out", db)
     tuned = load(tmp_path / "out")
     x = torch.randn(model.example_inputs[0].shape)
     with torch.no_grad():

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..db import Database, Task
+from ..db import Database
 from ..errors import UserError
-from ..space import TEMPLATES, make_space
+from ..measure.runner import verify
+from ..space import make_space
 from ..target import Target
 from .importer import ImportedModel
+from .scheduler import stored_default
 
 
 @dataclass
@@ -27,12 +29,6 @@ class BuiltModel:
     tuned: dict[str, float] = field(default_factory=dict)  # function -> tuned seconds per call
     fell_back: dict[str, str] = field(default_factory=dict)  # function -> why it keeps its default
     error: float = 0.0  # max error against torch eager, relative to max |torch output|
-
-    def vm(self):
-        import tvm
-        from tvm import relax
-
-        return relax.VirtualMachine(self.executable, tvm.cpu())
 
 
 def tolerance(dtype) -> float:
@@ -47,8 +43,8 @@ def best_schedules(model: ImportedModel, target: Target, db: Database) -> dict[s
     out = {}
     for kernel in model.kernels:
         key = kernel.workload.key
-        default = db.records(Task(key, target.name, target.hardware, TEMPLATES[target.spec["kind"]]), ("default",))
-        limit = default[-1].result.latency if default else float("inf")
+        default = stored_default(db, key, target)
+        limit = default.latency if default else float("inf")
         best = [(record, task) for task in db.tasks(key) if (task.target, task.hardware) == (target.name, target.hardware)
                 for record in [db.best(task)] if record is not None and record.result.latency < limit]
         if kernel.tunable and best:
@@ -124,19 +120,13 @@ def run(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> float:
-    """Max error relative to max |expected|, over every output."""
-    if len(got) != len(expected):
+    """Max error relative to max |expected| (runner.verify's measure), over every output."""
+    if [g.shape for g in got] != [e.shape for e in expected]:
         return float("inf")
-    errors = []
-    for g, e in zip(got, expected):
-        if g.shape != e.shape:
-            return float("inf")
-        scale = float(np.abs(e).max()) or 1.0
-        errors.append(float(np.nan_to_num(np.abs(g.astype(np.float64) - e), nan=np.inf).max(initial=0.0)) / scale)
-    return max(errors, default=0.0)
+    return max((verify(g, e, float("inf"))[0] for g, e in zip(got, expected)), default=0.0)
 
 
-def export_model(built: BuiltModel, target: Target, folder: Path, defaults: dict[str, float]) -> list[Path]:
+def export_model(built: BuiltModel, target: Target, folder: Path, db: Database) -> list[Path]:
     """model.so (the Relax VM executable) and model.json (inputs, outputs, kernels, check)."""
     model = built.model
     try:
@@ -152,21 +142,12 @@ def export_model(built: BuiltModel, target: Target, folder: Path, defaults: dict
         "outputs": [{"shape": list(e.shape), "dtype": str(e.dtype)} for e in expected],
         "checked_against_torch": {"max_relative_error": built.error, "tolerance": tolerance(expected[0].dtype)},
         "kernels": [{"function": k.name, "kernel": k.workload.key, "calls": k.calls,
-                     "default_s": defaults.get(k.name), "tuned_s": built.tuned.get(k.name),
+                     "default_s": _seconds(stored_default(db, k.workload.key, target)), "tuned_s": built.tuned.get(k.name),
                      "fell_back": built.fell_back.get(k.name)} for k in model.kernels],
     }, indent=1))
     return [library, meta]
 
 
-def time_model(built: BuiltModel) -> float:
-    """The built model's median seconds per call (warm, repeats of at least 50 ms), in this
-    process's TVM thread pool (sized by TVM_NUM_THREADS)."""
-    import statistics
 
-    import tvm
-
-    from ..measure.runner import time_on_cpu
-
-    inputs, _ = fresh_case(built.model, 0)
-    vm, args = built.vm(), [tvm.runtime.tensor(a) for a in inputs]
-    return statistics.median(time_on_cpu(lambda: vm["main"](*args), 7, 0.05))
+def _seconds(result) -> float | None:
+    return result.latency if result is not None and result.ok else None

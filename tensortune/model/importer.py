@@ -89,7 +89,15 @@ def _check_made(spec: str, made):
 def import_model(name: str, module, example_inputs: tuple, target_spec: dict) -> ImportedModel:
     """Export, convert, lower and fuse; a model that cannot make the way is a UserError that
     names the step and the cause."""
+    mod = lower_and_fuse(to_relax(name, module, example_inputs), target_spec)
+    return ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod))
+
+
+def to_relax(name: str, module, example_inputs: tuple):
+    """The model as a Relax module in inference form (batch norm decomposed into arithmetic),
+    before lowering: what MetaSchedule's own model tuning starts from."""
     import torch
+    from tvm import relax
 
     try:
         # torch logs the graph it failed on, and warns about its own deprecations, on stderr:
@@ -105,17 +113,16 @@ def import_model(name: str, module, example_inputs: tuple, target_spec: dict) ->
         mod = from_exported_program(exported)
     except Exception as err:
         raise UserError(f"TVM's torch frontend cannot convert {name}: {type(err).__name__}: {_first(err)}") from None
-    mod = lower_and_fuse(mod, target_spec)
-    return ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod))
+    return relax.transform.CanonicalizeBindings()(relax.transform.DecomposeOpsForInference()(mod))
 
 
 def lower_and_fuse(mod, target_spec: dict):
+    """TVM's lowering to TensorIR and fusion for the target (the passes tvm.compile runs)."""
     import tvm
     from tvm import relax
 
     target = tvm.target.Target(target_spec)
-    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings(),
-              *relax.pipeline.library_dispatch_passes(target), *relax.pipeline.legalize_passes(target)]
+    passes = [*relax.pipeline.library_dispatch_passes(target), *relax.pipeline.legalize_passes(target)]
     with target:
         return tvm.transform.Sequential(passes)(mod)
 

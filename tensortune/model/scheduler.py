@@ -86,7 +86,7 @@ def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneC
             state = max(tuned, key=lambda s: s.priority)
             before = state.latency
             done += state.tuner.step(measurer, min(config.batch, config.trials - done))
-            state.gains.append(max(0.0, 1 - state.latency / before))
+            state.gains.append(_gain(before, state.latency))
             progress(states, done, config.trials)
         for state in tuned:
             if state.tuner.trials > state.tuner.past:  # a resumed, finished task is not re-timed
@@ -97,14 +97,11 @@ def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneC
 def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig, measurer: Measurer,
            template: str) -> TaskState:
     """The kernel's default, measured once and stored; a tuner for a kernel that can be tuned."""
-    default_space = make_space(template, kernel.workload, target.spec)
-    task = Task(kernel.workload.key, target.name, target.hardware, template)
-    stored = db.records(task, ("default",))
-    if stored:
-        default = stored[-1].result
-    else:
+    default = stored_default(db, kernel.workload.key, target)
+    if default is None:
+        default_space = make_space(template, kernel.workload, target.spec)
         (default,) = measurer.measure([default_space.named("naive")], space=default_space)
-        db.add(task, "default", [default_space.named("naive")], [default])
+        db.add(default_task(kernel.workload.key, target), "default", [default_space.named("naive")], [default])
     if not kernel.tunable or not default.ok:
         return TaskState(kernel, default)
     tuner = TaskTuner(kernel.workload, target, db, config)
@@ -113,6 +110,22 @@ def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig
     best = default.latency
     for i in range(0, len(history), config.batch):
         now = min([best] + [r.latency for _, r in history[i:i + config.batch]])
-        state.gains.append(max(0.0, 1 - now / best))
+        state.gains.append(_gain(best, now))
         best = now
     return state
+
+
+def _gain(before: float, after: float) -> float:
+    """The relative improvement of a round."""
+    return max(0.0, 1 - after / before)
+
+
+def default_task(key: str, target: Target) -> Task:
+    """Where a kernel's default is stored: its task in the target's template space."""
+    return Task(key, target.name, target.hardware, TEMPLATES[target.spec["kind"]])
+
+
+def stored_default(db: Database, key: str, target: Target) -> Result | None:
+    """The kernel's default (TVM's untuned kernel) as last measured on this hardware, or None."""
+    stored = db.records(default_task(key, target), ("default",))
+    return stored[-1].result if stored else None
