@@ -61,23 +61,27 @@ def time_vm(executable, inputs) -> float:
     return statistics.median(time_on_cpu(lambda: vm["main"](*args), 7, 0.05))
 
 
-def metaschedule(relax_mod, target, trials: int, work_dir: str):
-    """MetaSchedule's own model tuning from the model's Relax module before lowering (it lowers,
-    fuses and extracts its tasks itself, and applies its records in the same pipeline):
+def metaschedule(model, target, trials: int, work_dir: str):
+    """MetaSchedule's own model tuning (its Relax integration, gradient task scheduler) on the
+    same fused module as ours; its records applied by its own pass, then the same lowering:
     (executable, wall seconds)."""
     import tvm
+    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
+    from tensortune.model.build import lowering
     from tensortune.search.metaschedule import BUILD_TIMEOUT_S, TRIALS_PER_ROUND, _stdout_to_stderr
 
     spec = tvm.target.Target(target.spec)
     start = time.perf_counter()
     with _stdout_to_stderr():
         database = ms.relax_integration.tune_relax(
-            relax_mod, {}, spec, work_dir, max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND,
+            model.mod, {}, spec, work_dir, max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND,
             builder=ms.builder.LocalBuilder(max_workers=THREADS, timeout_sec=BUILD_TIMEOUT_S),
             runner=ms.runner.LocalRunner(timeout_sec=60), seed=1)
-        executable = ms.relax_integration.compile_relax(database, relax_mod, spec, params={})
+        with spec, database:
+            applied = relax.transform.MetaScheduleApplyDatabase()(model.mod)
+        executable = tvm.compile(applied, target=spec, relax_pipeline=lowering(spec))
     return executable, time.perf_counter() - start
 
 
@@ -85,7 +89,6 @@ def bench(name: str, args) -> dict:
     from tensortune.db import Database
     from tensortune.measure import MeasureConfig
     from tensortune.model import build_model, import_model
-    from tensortune.model.importer import to_relax
     from tensortune.model.build import build_checked, fresh_case
     from tensortune.model import tune_model, zoo
     from tensortune.target import make_target
@@ -112,8 +115,7 @@ def bench(name: str, args) -> dict:
         row["ours"] = time_vm(built.executable, case)
         row["ours_error"], row["ours_trials"] = built.error, summary.trials
         if args.metaschedule:
-            relax_mod = to_relax(name, module, inputs)
-            executable, row["ms_wall_s"] = metaschedule(relax_mod, target, trials, f"{tmp}/ms")
+            executable, row["ms_wall_s"] = metaschedule(model, target, trials, f"{tmp}/ms")
             row["metaschedule"] = time_vm(executable, case)
     return row
 

@@ -93,8 +93,17 @@ def compile_model(model: ImportedModel, target: Target, funcs: dict):
         if gv.name_hint in funcs:
             mod[gv] = funcs[gv.name_hint].without_attr("global_symbol").with_attrs(dict(model.mod[gv].attrs or {}))
     spec = tvm.target.Target(target.spec)
+    return tvm.compile(mod, target=spec, relax_pipeline=lowering(spec))
+
+
+def lowering(spec):
+    """TVM's CPU passes after fusion (lowering the dataflow, memory planning), as a pipeline.
+    TVM 0.27's `relax.pipeline.dataflow_lower_passes` fails for CPUs (not exported there)."""
+    import tvm
+    from tvm import relax
+
     passes = relax.backend.cpu_generic.pipeline.dataflow_lower_passes(spec) + relax.pipeline.finalize_passes(spec)
-    return tvm.compile(mod, target=spec, relax_pipeline=tvm.transform.Sequential(passes))
+    return tvm.transform.Sequential(passes)
 
 
 def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
