@@ -51,15 +51,21 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
     from .measure import MeasureConfig
     from .tuner import TuneConfig
     from .search import strategy_class
-    from .space import TEMPLATES, check_fits
+    from .space import KIND, TEMPLATES, check_fits
     from .target import check_runnable
     from .tuner import tune as run_tuner
+    from .workloads import check_memory
 
     strategy_class(strategy)  # reject unknown names before any work starts
-    wl, tgt, database = _setup(workload, shape, target, threads, mcpu, db, arch=arch)
+    wl, tgt = _workload(workload, shape, db), _target(target, threads, mcpu, arch)
     space = space or TEMPLATES[tgt.spec["kind"]]
     check_fits(space, tgt.spec)
+    if warm_start_family and space not in KIND:
+        raise UserError(f"--warm-start-family needs a template space (cpu-template, cuda-template): the knobs of "
+                        f"'{space}' differ from shape to shape, so other shapes' records do not carry over")
     check_runnable(tgt)
+    check_memory(wl)
+    database = _open_db(db)  # only once every check passed: a refused command leaves no database
     config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
                         warm_start_family=warm_start_family)
     with _progress(as_json) as bar:
@@ -197,14 +203,9 @@ def export(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db
     """Write the best kernel for WORKLOAD on this hardware: shared library, TVMScript, JSON record."""
     from .exporter import export_best
 
-    wl, tgt, database = _setup(workload, shape, target, threads, mcpu, db, must_exist=True)
+    wl, tgt, database = _workload(workload, shape, db), _target(target, threads, mcpu), _open_db(db, must_exist=True)
     paths = export_best(wl, tgt, database, Path(out_dir))
     out.print("wrote " + ", ".join(str(p) for p in paths))
-
-
-def _setup(workload, shape, target, threads, mcpu, db, must_exist: bool = False, arch: str = "sm_90"):
-    wl = _workload(workload, shape, db)
-    return wl, _target(target, threads, mcpu, arch), _open_db(db, must_exist)
 
 
 def _target(name: str, threads: int | None, mcpu: str | None, arch: str = "sm_90"):
@@ -303,11 +304,25 @@ def _ms(seconds: float) -> str:
 
 
 def main() -> None:
+    """The console entry point: a user's mistake exits 2, a fault of ours 1, each with one
+    `error:` line; `--debug` (anywhere on the line) shows the traceback instead."""
+    debug = "--debug" in sys.argv
+    if debug:
+        sys.argv.remove("--debug")
     try:
         app()
     except UserError as error:
-        err.print(f"error: {error}", highlight=False)
+        if debug:
+            raise
+        err.print(f"error: {error}", highlight=False, markup=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: every finished batch is stored; run the same command again to resume")
         sys.exit(130)
+    except Exception as error:  # a bug of ours, not the user's: say so, and how to see more
+        if debug:
+            raise
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        err.print(f"error: internal error, {type(error).__name__}: {message} (run again with --debug for the "
+                  "traceback, and please report it)", highlight=False, markup=False)
+        sys.exit(1)

@@ -6,9 +6,12 @@ re-measuring. Each batch is committed in one transaction, so a crash leaves whol
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import UserError
@@ -89,8 +92,16 @@ class Database:
                 for p, label, s, reason, runs, t, b, c in rows]
 
     def best(self, task: Task) -> Record | None:
-        """The fastest correct record, final re-timings and search trials alike."""
-        ok = [r for r in self.records(task, ("search", "final")) if r.result.ok]
+        """The fastest verified kernel of the task, naive and hand included. A point re-timed
+        at the end counts with its latest careful timing (a failed re-check rules it out),
+        never with the luckier timing it may have had during search."""
+        latest: dict[tuple, Record] = {}
+        for record in self.records(task, ("search", "final", "naive", "hand")):  # in measurement order
+            baseline = record.label in ("naive", "hand")  # a template point: never equal to a search point
+            key = (baseline, point_key(record.point))
+            if record.label != "search" or key not in latest:
+                latest[key] = record
+        ok = [r for r in latest.values() if r.result.ok]
         return min(ok, key=lambda r: r.result.latency, default=None)
 
     def tasks(self, workload: str | None = None) -> list[Task]:
@@ -121,6 +132,23 @@ class Database:
             return []
         return self.conn.execute("SELECT function, kernel, calls, outputs FROM models WHERE model_key=?"
                                  " ORDER BY rowid", row).fetchall()
+
+    @contextmanager
+    def claim(self, tasks: list[Task]):
+        """Hold the tasks' workloads on their hardware for this process while it tunes them:
+        a second process would measure the same points again and time on the same cores.
+        It stops with a UserError instead. The claims are byte-range locks on one file beside
+        the database, which the system releases when the process ends, however it ends."""
+        with open(self.path + ".claims", "a+") as claims:
+            for task in dict.fromkeys((t.workload, t.target, t.hardware) for t in tasks):
+                offset = int(hashlib.sha1("|".join(task).encode()).hexdigest()[:10], 16)
+                try:
+                    fcntl.lockf(claims, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+                except OSError:
+                    raise UserError(f"another tensortune process is tuning {task[0]} on this hardware with "
+                                    f"'{self.path}'; let it finish (or stop it), then run again: it resumes "
+                                    "from the records") from None
+            yield
 
     def close(self) -> None:
         self.conn.close()

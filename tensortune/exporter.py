@@ -7,7 +7,7 @@ from pathlib import Path
 from .db import Database
 from .errors import UserError
 from .measure.tasks import BuildTask, build
-from .space import make_space
+from .space import make_space, stored_space
 from .target import Target
 from .workloads import Workload
 
@@ -24,7 +24,7 @@ def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> lis
         raise UserError(f"no correct kernel for {wl.key} on this hardware ({hardware}) in {db.path}; "
                         f"run 'tensortune tune' first")
     best, task = min(candidates, key=lambda c: c[0].result.latency)
-    space = task.space
+    space = stored_space(task.space, best.label, target.spec)
     schedule = make_space(space, wl, target.spec).apply(best.point)
     try:
         folder.mkdir(parents=True, exist_ok=True)

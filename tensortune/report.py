@@ -28,7 +28,7 @@ def as_json(summary: Summary) -> dict:
         "speedup_over_naive": ratio("naive", "tuned"), "speedup_over_hand": ratio("hand", "tuned"),
         "speedup_over_numpy": ratio("vendor:numpy", "tuned"), "space": summary.task.space,
         "verified_against": _verified_against(summary),
-        "spread": summary.best.spread if summary.best else None,
+        "spread": summary.best.spread if summary.best else None, "not_timed": _not_timed(summary),
         "best_point": summary.best_point, "trials": summary.trials, "new_trials": summary.new_trials,
         "tuning_s": summary.tuning_s, "trials_per_min": summary.trials_per_min, "failures": summary.failures,
     }
@@ -47,10 +47,20 @@ def table(summary: Summary) -> Table:
         grid.add_row(name, _fmt(seconds and seconds * 1e3, ".4f"), _fmt(_gflops(wl.flops, seconds), ".1f"),
                      _fmt(speedup and 1 / speedup, ".2f"))
     notes = [f"space {summary.task.space}; every kernel checked against the {_verified_against(summary)}"]
+    notes += _not_timed(summary)
     if summary.failures:
         notes.append("failed candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
     grid.caption = "\n".join(notes)
     return grid
+
+
+def _not_timed(summary: Summary) -> list[str]:
+    """Why a baseline row has no time: never a silent '-'."""
+    notes = [f"{name}: {result.status}: {result.reason}" for name, result in
+             (("naive", summary.naive), ("hand", summary.hand)) if result is not None and not result.ok]
+    if "error" in summary.baselines:
+        notes.append(f"vendor baselines failed: {summary.baselines['error']}")
+    return notes
 
 
 def _verified_against(summary: Summary) -> str:

@@ -80,3 +80,24 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+# MetaSchedule's rules for a CPU can only tensorize with the x86 and Arm intrinsics, and a
+# GPU's with the CUDA ones; importing them all (as TuneContext does) parses every target's
+# TVMScript and costs 25 s.
+_INTRINSICS = {"llvm": ("x86", "arm_cpu"), "cuda": ("cuda",)}
+
+
+def load_intrinsics(kind: str) -> None:
+    """Register the tensor intrinsics MetaSchedule can use for a target kind (llvm or cuda),
+    and only those: called before anything builds a MetaSchedule TuneContext."""
+    import importlib
+    import importlib.util
+    import sys
+
+    package = "tvm.s_tir.tensor_intrin"
+    if package not in sys.modules:  # the package without its __init__, which imports every target's
+        spec = importlib.util.find_spec(package)
+        sys.modules[package] = importlib.util.module_from_spec(spec)
+    for name in _INTRINSICS.get(kind, ()):
+        importlib.import_module(f"{package}.{name}")

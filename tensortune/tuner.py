@@ -7,7 +7,6 @@ again, together and more carefully, so the reported ratios come from one sitting
 """
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -16,8 +15,8 @@ from .db import Database, Task
 from .measure import Measurer, MeasureConfig, Result
 from .search import DEFAULT, make_strategy, metaschedule
 from .search.base import fastest_first
-from .space import TEMPLATES, InvalidPoint, Point, make_space
-from .space.sketch import SketchSpace, TraceSpace
+from .space import TEMPLATES, InvalidPoint, Point, make_space, point_key
+from .space.sketch import TraceSpace
 from .target import Target, check_runnable
 from .workloads import Workload, workload_from_key
 
@@ -94,17 +93,24 @@ class TaskTuner:
         self.strategy.tell(points, results)
         return len(points)
 
-    def finish(self, measurer: Measurer) -> dict[str, list]:
-        """naive, hand and the best few search results re-timed together, carefully."""
-        return _retime(self.space, self.strategy.ranked()[: self.config.final_top], measurer, self.db, self.task)
+    def finish(self, measurer: Measurer, baselines: bool = True) -> dict[str, list]:
+        """The best few search results re-timed together, carefully, with naive and hand
+        unless `baselines` is False (a model's kernel, whose baseline is its stored default)."""
+        return _retime(self.space, self.strategy.ranked()[: self.config.final_top], measurer, self.db, self.task,
+                       baselines)
 
 
 def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
          measure: MeasureConfig, progress: Progress = lambda *_: None) -> Summary:
     """Tune one operator: `config.trials` in all (earlier runs' included), then re-time."""
     check_runnable(target)
-    if config.strategy == metaschedule.NAME:
-        return _tune_with_metaschedule(workload, target, db, config, measure, progress)
+    with db.claim([Task(workload.key, target.name, target.hardware, config.space)]):
+        if config.strategy == metaschedule.NAME:
+            return _tune_with_metaschedule(workload, target, db, config, measure, progress)
+        return _tune(workload, target, db, config, measure, progress)
+
+
+def _tune(workload, target, db, config, measure, progress) -> Summary:
     start = time.perf_counter()  # tuning time includes setting up the space and the workers
     tuner = TaskTuner(workload, target, db, config)
     with Measurer(tuner.space, target.spec, measure) as measurer:
@@ -117,50 +123,61 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
 
 
 def _tune_with_metaschedule(workload, target, db, config, measure, progress) -> Summary:
-    """MetaSchedule tunes under its own loop; we then re-verify and re-time its records."""
-    space = TraceSpace(SketchSpace(workload, target.spec))
+    """MetaSchedule tunes under its own loop, in a folder beside the database (so that an
+    interrupted run resumes); we then re-verify and re-time each of its records, once."""
+    space = make_space(TraceSpace.name, workload, target.spec)
     task = Task(workload.key, target.name, target.hardware, space.name)
     history = [(r.point, r.result) for r in db.records(task)]
     past, tuning_s = len(history), 0.0
+    folder = metaschedule.work_dir(db.path, task)
     with Measurer(space, target.spec, measure) as measurer:
-        if past < config.trials:  # a finished run is not repeated
-            with tempfile.TemporaryDirectory(prefix="tensortune-ms-") as work_dir:
-                run = metaschedule.run_metaschedule(workload, target.spec, config.trials, measure.threads,
-                                                    work_dir, config.seed)
-            tuning_s, history = run.wall_s, []
-            for i in range(0, len(run.traces), config.batch):
-                points = [{"trace": t} for t in run.traces[i:i + config.batch]]
-                results = measurer.measure(points, cutoff_s=config.cutoff * _best(history))
-                db.add(task, "search", points, results)
-                history += zip(points, results)
-                progress(len(history), config.trials, _best(history))
+        missing = config.trials - len(metaschedule.recorded_traces(folder))
+        if missing > 0 and past < config.trials:  # a finished run is not repeated
+            tuning_s = metaschedule.run_metaschedule(workload, target.spec, missing, measure.threads, folder,
+                                                     config.seed)
+        seen = {point_key(p) for p, _ in history}
+        todo = [p for p in ({"trace": t} for t in metaschedule.recorded_traces(folder)) if point_key(p) not in seen]
+        for i in range(0, min(len(todo), config.trials - past), config.batch):
+            points = todo[i:min(i + config.batch, config.trials - past)]
+            results = measurer.measure(points, cutoff_s=config.cutoff * _best(history))
+            db.add(task, "search", points, results)
+            history += zip(points, results)
+            progress(len(history), config.trials, _best(history))
         finals = _retime(space, fastest_first(history)[: config.final_top], measurer, db, task)
-    return _summary(workload, task, measure, finals, history, past if past >= config.trials else 0, tuning_s)
+    return _summary(workload, task, measure, finals, history, past, tuning_s)
 
 
 def _summary(workload, task, measure, finals, history, past: int, tuning_s: float) -> Summary:
-    best_point, best = min(finals.get("final", []), key=lambda f: f[1].latency, default=(None, None))
+    # the fastest verified kernel re-timed in the final sitting: naive or hand where no search result beats them
+    timed = [f for label in ("final", "naive", "hand") for f in finals.get(label, []) if f[1].ok]
+    best_point, best = min(timed, key=lambda f: f[1].latency, default=(None, None))
     return Summary(workload, task, measure.threads, best_point, best, _only(finals.get("naive")),
                    _only(finals.get("hand")), len(history), len(history) - past, tuning_s, _failures(history))
 
 
-def _retime(space, ranked, measurer: Measurer, db: Database, task: Task) -> dict[str, list]:
+def _retime(space, ranked, measurer: Measurer, db: Database, task: Task, baselines: bool = True) -> dict[str, list]:
     """Time naive, hand (both from the target's template space, whatever the search space)
     and the top search results in one sitting, with the final settings."""
     template = make_space(TEMPLATES[measurer.target["kind"]], space.workload, measurer.target)
-    labelled = [("naive", template.named("naive"))]
-    try:
-        labelled.append(("hand", template.named("hand")))
-    except InvalidPoint:
-        pass  # a workload without a hand schedule
-    out: dict[str, list] = {}
-    results = measurer.measure([p for _, p in labelled], final=True, space=template)
+    labelled, out = _baselines(template) if baselines else ([], {})
+    results = measurer.measure([p for _, p in labelled], final=True, space=template) if labelled else []
     results += measurer.measure([p for p, _ in ranked], final=True, space=space)
     labelled += [("final", p) for p, _ in ranked]
     db.add_many([(task, label, point, result) for (label, point), result in zip(labelled, results)])
     for (label, point), result in zip(labelled, results):
         out.setdefault(label, []).append((point, result))
     return out
+
+
+def _baselines(template) -> tuple[list[tuple[str, Point]], dict[str, list]]:
+    """The baselines to time, and the reason hand is not among them (it has none for this
+    workload, or is invalid at this shape) as its result, to report."""
+    labelled = [("naive", template.named("naive"))]
+    try:
+        labelled.append(("hand", template.named("hand")))
+    except InvalidPoint as err:
+        return labelled, {"hand": [(None, Result("invalid", str(err)))]}
+    return labelled, {}
 
 
 def _family_evidence(workload: Workload, task: Task, space, db: Database) -> tuple[list, list]:

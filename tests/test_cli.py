@@ -2,8 +2,11 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args, cwd=None):
@@ -30,10 +33,35 @@ def assert_user_error(done, message):
     (["tune", "gemm-1024", "--target", "cuda", "--space", "cpu-template"], "does not fit a cuda target"),
     (["tune", "gemm-1024", "--space", "magic"], "unknown space 'magic'"),
     (["batch", "import", "nowhere"], "is not a batch"),
+    (["tune", "gemm", "--shape", "100000,100000,100000"], "GB to measure"),  # 120 GB of matrices
+    (["tune", "gemm-1024", "--space", "sketch", "--warm-start-family"], "needs a template space"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, in_process_cli):
-    code, _, stderr = in_process_cli(*args, cwd=tmp_path)
+    extra = ["--db", "t.db"] if args[0] == "tune" and "--db" not in args else []
+    code, _, stderr = in_process_cli(*args, *extra, cwd=tmp_path)
     assert_user_error(subprocess.CompletedProcess(args, code, "", stderr), message)
+    assert not (tmp_path / "t.db").exists()  # a refused command leaves no database behind
+
+
+def test_an_internal_error_is_one_line_and_exit_1_and_debug_shows_the_traceback(in_process_cli):
+    from tensortune.cli import app
+
+    @app.command("fail-for-test")  # a test double: a command with a bug of ours
+    def fail_for_test() -> None:
+        raise KeyError("a bug")
+
+    try:
+        code, _, stderr = in_process_cli("fail-for-test")
+        assert code == 1 and stderr.count("\n") == 1 and "internal error, KeyError" in stderr and "--debug" in stderr
+        with pytest.raises(KeyError):
+            in_process_cli("fail-for-test", "--debug")
+    finally:
+        app.registered_commands.pop()
+
+
+def test_make_clean_keeps_the_users_records():
+    done = subprocess.run(["make", "-n", "clean"], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert "rm -rf .venv" in done.stdout and "tensortune.db" not in done.stdout
 
 
 def test_bad_input_from_a_fresh_process_is_one_line_too(tmp_path):

@@ -3,10 +3,12 @@ import os
 import signal
 import time
 
+import numpy as np
+import pytest
 import tvm
 from tvm import te
 
-from tensortune.measure import MeasureConfig, Measurer, tasks
+from tensortune.measure import MeasureConfig, Measurer, runner, tasks
 from tensortune.measure.config import Timing
 from tensortune.measure.pool import WorkerPool, start_clock
 from tensortune.space import make_space
@@ -79,3 +81,26 @@ def test_a_hopeless_candidate_is_timed_once(target_spec):
     with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=5, min_repeat_ms=1)) as m:
         (slow,) = m.measure([space.named("naive")], cutoff_s=1e-12)
     assert slow.ok and len(slow.runs) == 1 and "timed once" in slow.reason
+
+
+def test_verify_bounds_the_error_relative_to_the_largest_expected_element():
+    expected = np.array([1.0, -4.0, 2.0], np.float32)
+    error, why = runner.verify(expected + np.float32([0, 0, 0.002]), expected, 1e-3)
+    assert error == pytest.approx(0.0005, rel=1e-3) and why is None
+    error, why = runner.verify(expected + np.float32([0, 0, 0.008]), expected, 1e-3)
+    assert error == pytest.approx(0.002, rel=1e-3) and "exceeds" in why
+
+
+def test_verify_counts_equal_infinities_as_exact_and_an_unwritten_element_as_wrong():
+    expected = np.array([-np.inf, 1.0, 3.0], np.float32)
+    assert runner.verify(expected.copy(), expected, 0.0) == (0.0, None)
+    unwritten = expected.copy()
+    unwritten[2] = runner.unwritten((1,), "float32")[0]
+    error, why = runner.verify(unwritten, expected, 1e-3)
+    assert error == np.inf and why is not None
+
+
+def test_verify_compares_integers_exactly():
+    expected = np.array([1, 2, 3], np.int32)
+    assert runner.verify(expected.copy(), expected, 0.0)[1] is None
+    assert runner.verify(np.array([1, 2, 4], np.int32), expected, 0.0)[1] is not None

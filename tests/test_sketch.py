@@ -85,6 +85,7 @@ def test_a_user_operator_tunes_end_to_end_on_the_sketch_space(tmp_path):
     assert summary["space"] == "sketch" and summary["trials"] == 8
     assert "unscheduled kernel" in summary["verified_against"]
     assert summary["ms"]["tuned"] > 0 and summary["ms"]["naive"] > 0
+    assert summary["ms"]["hand"] is None and summary["not_timed"][0].startswith("hand: invalid: ")  # and why
 
 
 def test_a_user_operator_with_a_reference_tunes_on_the_sketch_space(tmp_path):
@@ -100,15 +101,29 @@ def test_a_user_operator_with_a_reference_tunes_on_the_sketch_space(tmp_path):
     assert summary.trials == 8 and summary.best.ok and summary.naive.ok and wl.family.reference is not None
 
 
-def test_metaschedule_runs_and_its_records_are_re_measured(tmp_path):
-    """From the CLI, so that MetaSchedule's own logging cannot spoil the JSON on stdout."""
-    from tensortune.db import Database
+def test_metaschedule_resumes_from_its_own_records_and_never_stores_a_trace_twice(tmp_path):
+    """MetaSchedule keeps its records beside the database. A run interrupted after it measured
+    (here: MetaSchedule run alone) re-measures those without tuning again, and a finished run
+    adds nothing. From the CLI, so that MetaSchedule's own logging cannot spoil the JSON."""
+    from tensortune.db import Database, Task
+    from tensortune.search import metaschedule
+    from tensortune.target import make_target
 
     db = str(tmp_path / "t.db")
-    done = cli("tune", "gemm", "--shape", "16,16,16", "--strategy", "metaschedule", "--trials", "8",
-               "--no-baselines", "--db", db, "--json")
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
-    assert summary["space"] == "metaschedule-trace" and 1 <= summary["trials"] <= 8 and summary["ms"]["tuned"] > 0
-    (task,) = Database(db).tasks()
-    assert all(r.result.ok for r in Database(db).records(task))  # re-verified and re-timed by us
+    wl, target = get_workload("gemm", "16,16,16"), make_target("cpu", 2)
+    task = Task(wl.key, target.name, target.hardware, "metaschedule-trace")
+    metaschedule.run_metaschedule(wl, target.spec, 8, 2, metaschedule.work_dir(db, task), seed=0)
+    traces = metaschedule.recorded_traces(metaschedule.work_dir(db, task))
+    args = ("tune", "gemm", "--shape", "16,16,16", "--strategy", "metaschedule", "--trials", str(len(traces)),
+            "--no-baselines", "--db", db, "--json")
+    first = cli(*args)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["space"] == "metaschedule-trace" and summary["ms"]["tuned"] > 0
+    assert summary["new_trials"] == len(traces) >= 1 and summary["tuning_s"] == 0  # MetaSchedule did not run again
+    assert json.loads(cli(*args).stdout)["new_trials"] == 0
+    records = Database(db).records(task)
+    assert sorted(r.point["trace"] for r in records) == sorted(traces)  # each once
+    assert all(r.result.ok for r in records)  # re-verified and re-timed by us
+    # export (and a model build) apply a stored record in its task's space, this one included
+    assert make_space(task.space, wl, target.spec).apply(records[0].point).mod is not None

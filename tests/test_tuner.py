@@ -104,3 +104,45 @@ def test_tuning_for_a_gpu_that_is_not_here_says_how_to_use_a_batch(tmp_path, str
     config = TuneConfig(trials=4, strategy=strategy, space="cuda-template")
     with pytest.raises(UserError, match="batch export"):
         tune(get_workload("gemm", "M=16,N=16,K=16"), target, Database(str(tmp_path / "t.db")), config, FAST)
+
+
+def test_the_best_is_the_fastest_verified_kernel_at_its_careful_timing(tmp_path):
+    """naive and hand count; a point re-timed at the end counts with that timing, and one
+    that failed its re-check not at all."""
+    from tensortune.db import Task
+    from tensortune.measure import Result
+
+    db = Database(str(tmp_path / "t.db"))
+    task = Task("gemm(M=4,N=4,K=65536)", "cpu", "hw", "sketch")
+    lucky, failed, steady = {"sketch": 0, "a": 1}, {"sketch": 0, "a": 2}, {"sketch": 0, "a": 3}
+    db.add(task, "search", [lucky, failed, steady], [Result("ok", runs=(1.0,)), Result("ok", runs=(0.5,)),
+                                                    Result("ok", runs=(3.0,))])
+    db.add(task, "final", [lucky, failed], [Result("ok", runs=(4.0,)), Result("wrong", "max error 1")])
+    assert db.best(task).point == steady and db.best(task).result.latency == 3.0
+    db.add(task, "naive", [{"tile": 1}], [Result("ok", runs=(2.0,))])
+    assert db.best(task).label == "naive" and db.best(task).result.latency == 2.0
+
+
+def test_a_second_process_on_the_same_task_stops_and_says_why(tmp_path):
+    import subprocess
+    import sys
+
+    from tensortune.errors import UserError
+
+    path, wl, target = str(tmp_path / "t.db"), get_workload("gemm", "16,16,16"), make_target("cpu", 2)
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from tensortune.db import Database, Task
+with Database({path!r}).claim([Task({wl.key!r}, "cpu", {target.hardware!r}, "cpu-template")]):
+    print("held", flush=True)
+    time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UserError, match="another tensortune process is tuning gemm"):
+            tune(wl, target, Database(path), TuneConfig(trials=2, batch=2), FAST)
+    finally:
+        holder.kill()
+        holder.wait()
+    summary = tune(wl, target, Database(path), TuneConfig(trials=2, batch=2), FAST)  # released with the process
+    assert summary.new_trials == 2

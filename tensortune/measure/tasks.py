@@ -129,4 +129,8 @@ def run(task: RunTask) -> dict:
 
 
 def _threads() -> int:
-    return int(os.environ.get("TVM_NUM_THREADS", 1))
+    """The threads TVM's pool runs parallel loops on, as the runtime reports them (not the
+    variable we set: TVM caps it at the cores available, and reads it once at start)."""
+    import tvm
+
+    return int(tvm.get_global_func("runtime.NumThreads")())

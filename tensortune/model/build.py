@@ -16,7 +16,7 @@ import numpy as np
 from ..db import Database
 from ..errors import UserError
 from ..measure.runner import verify
-from ..space import make_space
+from ..space import make_space, stored_space
 from ..target import Target
 from .importer import ImportedModel
 from .scheduler import stored_default
@@ -49,7 +49,8 @@ def best_schedules(model: ImportedModel, target: Target, db: Database) -> dict[s
                 for record in [db.best(task)] if record is not None and record.result.latency < limit]
         if kernel.tunable and best:
             record, task = min(best, key=lambda b: b[0].result.latency)
-            schedule = make_space(task.space, kernel.workload, target.spec).apply(record.point)
+            space = make_space(stored_space(task.space, record.label, target.spec), kernel.workload, target.spec)
+            schedule = space.apply(record.point)
             out[kernel.name] = (schedule.mod["main"], record.result.latency)
     return out
 

@@ -110,7 +110,9 @@ def to_relax(name: str, module, example_inputs: tuple):
     try:
         from tvm.relax.frontend.torch import from_exported_program
 
-        mod = from_exported_program(exported)
+        with warnings.catch_warnings():  # torch's deprecation notices, raised inside TVM's frontend
+            warnings.simplefilter("ignore")
+            mod = from_exported_program(exported)
     except Exception as err:
         raise UserError(f"TVM's torch frontend cannot convert {name}: {type(err).__name__}: {_first(err)}") from None
     return relax.transform.CanonicalizeBindings()(relax.transform.DecomposeOpsForInference()(mod))

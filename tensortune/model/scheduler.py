@@ -73,6 +73,11 @@ def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneC
                progress: Progress = lambda *_: None) -> ModelSummary:
     """Tune the model's kernels with `config.trials` in all (earlier runs' included)."""
     check_runnable(target)
+    with db.claim([Task(k.workload.key, target.name, target.hardware, config.space) for k in model.kernels]):
+        return _tune_model(model, target, db, config, measure, progress)
+
+
+def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
     start = time.perf_counter()
     db.add_model(model)
     template = TEMPLATES[target.spec["kind"]]
@@ -90,7 +95,7 @@ def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneC
             progress(states, done, config.trials)
         for state in tuned:
             if state.tuner.trials > state.tuner.past:  # a resumed, finished task is not re-timed
-                state.tuner.finish(measurer)
+                state.tuner.finish(measurer, baselines=False)  # its default is the baseline
     return ModelSummary(model, states, done, done - past, time.perf_counter() - start)
 
 

@@ -7,12 +7,12 @@ every one of them with our measurement, so both tuners are compared with one yar
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 NAME = "metaschedule"
@@ -20,13 +20,6 @@ TRIALS_PER_ROUND = 32
 # Each round MetaSchedule starts fresh build workers that import TVM's tensor intrinsics
 # (about 26 s here); its default 30 s build timeout then fails every candidate.
 BUILD_TIMEOUT_S = 180.0
-
-
-@dataclass(frozen=True)
-class PeerRun:
-    traces: list[str]  # trace JSON text, in measurement order
-    own_latency_s: list[float]  # MetaSchedule's own timing of each (1e10 for its failures)
-    wall_s: float
 
 
 @contextmanager
@@ -44,22 +37,36 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
-def run_metaschedule(workload, target_spec: dict, trials: int, threads: int, work_dir: str, seed: int) -> PeerRun:
+def work_dir(db_path: str, task) -> Path:
+    """Where MetaSchedule keeps its own records of a task: beside our database, so that an
+    interrupted run resumes from them (its search starts from its best measured schedules)."""
+    digest = hashlib.sha1("|".join((task.workload, task.target, task.hardware)).encode()).hexdigest()[:12]
+    return Path(db_path).with_name(Path(db_path).name + ".metaschedule") / digest
+
+
+def run_metaschedule(workload, target_spec: dict, trials: int, threads: int, folder: Path, seed: int) -> float:
+    """`trials` more of MetaSchedule's own trials, recorded in `folder`; returns its wall seconds."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from ..target import load_intrinsics
+
+    load_intrinsics(target_spec["kind"])
     os.environ["TVM_NUM_THREADS"] = str(threads)  # its runner processes inherit this
+    folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with _stdout_to_stderr():
-        ms.tune_tir(tvm.IRModule({"main": workload.prim_func()}), tvm.target.Target(target_spec), work_dir,
-                    max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND, seed=max(seed, 1),
+        ms.tune_tir(tvm.IRModule({"main": workload.prim_func()}), tvm.target.Target(target_spec), str(folder),
+                    max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND, seed=seed + 1,  # 0: unseeded
                     builder=ms.builder.LocalBuilder(max_workers=threads, timeout_sec=BUILD_TIMEOUT_S),
                     runner=ms.runner.LocalRunner(timeout_sec=60), num_tuning_cores=threads)
-    wall_s = time.perf_counter() - start
-    traces, own = [], []
-    with open(Path(work_dir) / "database_tuning_record.json") as records:
-        for line in records:  # one record per line, in measurement order
-            _, (trace, run_secs, *_) = json.loads(line)
-            traces.append(json.dumps(trace))
-            own.append(sum(run_secs) / len(run_secs) if run_secs else 1e10)
-    return PeerRun(traces, own, wall_s)
+    return time.perf_counter() - start
+
+
+def recorded_traces(folder: Path) -> list[str]:
+    """The traces (JSON text) MetaSchedule measured in `folder`, in measurement order."""
+    path = folder / "database_tuning_record.json"
+    if not path.is_file():
+        return []
+    with open(path) as records:  # one record per line
+        return [json.dumps(json.loads(line)[1][0]) for line in records if line.strip()]

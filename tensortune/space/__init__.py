@@ -3,7 +3,7 @@ from ..errors import UserError
 from .base import InvalidPoint, KnobSpace, Point, point_from_json, point_key
 from .cpu_template import CpuTemplateSpace
 from .cuda_template import CudaTemplateSpace, GpuLimits
-from .sketch import SketchSpace
+from .sketch import SketchSpace, TraceSpace
 
 SPACES = {CpuTemplateSpace.name: CpuTemplateSpace, CudaTemplateSpace.name: CudaTemplateSpace,
           SketchSpace.name: SketchSpace}
@@ -23,6 +23,8 @@ def check_fits(name: str, target_spec: dict | None) -> None:
 def make_space(name: str, workload, target_spec: dict | None = None) -> KnobSpace:
     """`target_spec` (TVM's dict form) is needed by target-derived spaces ('sketch', and
     'cuda-template' for the GPU's limits)."""
+    if name == TraceSpace.name:  # MetaSchedule's own records (--strategy metaschedule)
+        return TraceSpace(SketchSpace(workload, target_spec))
     check_fits(name, target_spec)
     if name == SketchSpace.name:
         return SketchSpace(workload, target_spec)
@@ -31,5 +33,11 @@ def make_space(name: str, workload, target_spec: dict | None = None) -> KnobSpac
     return SPACES[name](workload)
 
 
-__all__ = ["SPACES", "TEMPLATES", "check_fits", "CpuTemplateSpace", "CudaTemplateSpace", "GpuLimits", "SketchSpace", "InvalidPoint", "KnobSpace", "Point", "make_space",
+def stored_space(space: str, label: str, target_spec: dict) -> str:
+    """The space of a stored record's point, for a task in `space`: naive and hand records
+    hold points of the target's template space, whatever the task's (see tuner._retime)."""
+    return TEMPLATES[target_spec["kind"]] if label in ("naive", "hand") else space
+
+
+__all__ = ["SPACES", "TEMPLATES", "check_fits", "CpuTemplateSpace", "CudaTemplateSpace", "GpuLimits", "SketchSpace", "InvalidPoint", "KnobSpace", "Point", "make_space", "stored_space", "TraceSpace",
            "point_from_json", "point_key"]

@@ -8,8 +8,9 @@ original module, then runs MetaSchedule's postprocessors; a point they reject is
 with the postprocessor named as the reason. Only the chosen sketch's knobs matter, so the
 others are held at their defaults (`canonical`), which keeps equal schedules equal points.
 
-Setting up costs tens of seconds once per process (MetaSchedule imports its tensor
-intrinsics), so this space lives in the tuner process; build workers receive modules.
+Setting up costs a few seconds once per process (MetaSchedule's tensor intrinsics for the
+target, see target.load_intrinsics), so this space lives in the tuner process; build workers
+receive modules.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def _context(workload, target_spec: dict, seed: int):
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from ..target import load_intrinsics
+
+    load_intrinsics(target_spec["kind"])
     return ms.TuneContext(mod=tvm.IRModule({"main": workload.prim_func()}), target=tvm.target.Target(target_spec),
                           space_generator=ms.space_generator.PostOrderApply(), task_name=workload.key,
                           rand_state=seed)

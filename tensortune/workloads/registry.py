@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,6 +162,30 @@ def _check_buildable(family: Family, values: tuple[int, ...]) -> None:
         family.compute(**dict(zip(family.params, values)))
     except (ValueError, AssertionError) as err:
         raise UserError(f"bad shape for {family.name}: {err}") from None
+
+
+def check_memory(workload: Workload) -> None:
+    """A UserError if measuring the workload cannot fit in this machine's free memory: a run
+    holds the inputs, the kernel's output and the expected output (twice the tensors' bytes,
+    about), before anything is built for a shape that could only fail."""
+    need = 2 * workload.bytes
+    free = _free_memory()
+    if need > free:
+        raise UserError(f"{workload.key} needs about {need / 1e9:.1f} GB to measure (its inputs and output take "
+                        f"{workload.bytes / 1e9:.1f} GB), more than the {free / 1e9:.1f} GB free here; "
+                        "choose a smaller shape")
+
+
+def _free_memory() -> int:
+    """Bytes of memory available to a new process (Linux's MemAvailable; else all of it)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def resolve(ident: tuple) -> Workload:
