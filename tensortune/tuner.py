@@ -89,6 +89,7 @@ class TaskTuner:
             self.exhausted = True
             return 0
         results = measurer.measure(points, cutoff_s=self.config.cutoff * self.best, space=self.space)
+        results = _recheck_implausible(measurer, self.space, points, results, self.best)
         self.db.add(self.task, "search", points, results)
         self.strategy.tell(points, results)
         return len(points)
@@ -108,6 +109,21 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
         if config.strategy == metaschedule.NAME:
             return _tune_with_metaschedule(workload, target, db, config, measure, progress)
         return _tune(workload, target, db, config, measure, progress)
+
+
+IMPLAUSIBLE = 10  # a candidate this many times faster than the best so far is checked again before it counts
+
+
+def _recheck_implausible(measurer: Measurer, space, points: list, results: list[Result], best: float) -> list[Result]:
+    """Candidates far faster than the best so far are re-verified on fresh inputs and re-timed
+    carefully; what they then show is what is stored, flagged in its reason."""
+    suspects = [i for i, r in enumerate(results) if r.ok and r.latency * IMPLAUSIBLE < best]
+    again = measurer.measure([points[i] for i in suspects], final=True, space=space) if suspects else []
+    results = list(results)
+    for i, result in zip(suspects, again):
+        flag = f"re-checked: over {IMPLAUSIBLE}x faster than the best so far"
+        results[i] = replace(result, reason=f"{result.reason}; {flag}") if result.ok else result
+    return results
 
 
 def _tune(workload, target, db, config, measure, progress) -> Summary:

@@ -104,3 +104,45 @@ def test_verify_compares_integers_exactly():
     expected = np.array([1, 2, 3], np.int32)
     assert runner.verify(expected.copy(), expected, 0.0)[1] is None
     assert runner.verify(np.array([1, 2, 4], np.int32), expected, 0.0)[1] is not None
+
+
+DOUBLE = '''from tvm import te
+def double(N):
+    a = te.placeholder((N,), name="a")
+    return [a, te.compute((N,), lambda i: a[i] * 2.0, name="out")]
+'''
+
+
+def _script_kernel(tmp_path, body: str) -> str:
+    """A hand-written TVMScript kernel `main(a, out)` over 8 floats, compiled: test doubles of
+    wrong kernels that TE cannot express."""
+    path = str(tmp_path / f"k{len(list(tmp_path.iterdir()))}.so")
+    text = ("@T.prim_func\n"
+            "def main(a: T.Buffer((8,), \"float32\"), out: T.Buffer((8,), \"float32\")):\n" + body)
+    tvm.compile(tvm.script.from_source(text), target={"kind": "llvm"}).export_library(path)
+    return path
+
+
+@pytest.mark.parametrize("body,caught", [
+    ("    for i in range(9):\n        out[i] = a[T.min(i, 7)] * T.float32(2)\n", "wrote outside its output"),
+    ("    for i in range(8):\n        out[i] = a[i] * T.float32(2)\n        a[i] = T.float32(0)\n", "wrote into an input"),
+    ("    for i in range(8):\n        out[i] = a[i] * T.float32(2.000001)\n", "exact-1 draw"),
+])
+def test_each_layer_catches_what_the_timed_draw_alone_would_pass(tmp_path, body, caught):
+    """Each wrong kernel matches the reference on the timed draw (or writes where no check of
+    the output looks); its layer catches it."""
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "double.py").write_text(DOUBLE)
+    wl = get_workload(f"{tmp_path / 'ops' / 'double.py'}:double", "N=8")
+    result = tasks.run(tasks.RunTask(wl.ident, _script_kernel(tmp_path, body), Timing(3, 1), seed=0))
+    assert result["status"] == "wrong" and caught in result["reason"]
+
+
+def test_the_exact_layer_applies_to_sums_of_products_only():
+    from tensortune.measure.checks import exact_applies, exact_magnitude
+
+    assert exact_applies(get_workload("gemm", "8,8,8").prim_func()) is None
+    assert exact_applies(get_workload("conv1d", "40,9").prim_func()) is None
+    softmax = get_workload(f"{os.path.dirname(__file__)}/operators/softmax.py:softmax", "R=4,C=8").prim_func()
+    assert exact_applies(softmax) is not None
+    assert exact_magnitude("float32", 1024) ** 2 * 1024 < 2 ** 24 and exact_magnitude("float16", 4096) == 0

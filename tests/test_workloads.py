@@ -57,3 +57,21 @@ def test_bad_workloads_say_what_to_do(name, shape, message):
 def test_shape_accepts_names_and_positions():
     assert get_workload("gemm", "K=3,M=1,N=2").shape == (1, 2, 3)
     assert get_workload("gemm", "1x2x3").shape == (1, 2, 3)
+
+
+def test_a_users_operator_is_keyed_by_its_structure_not_its_file_name(tmp_path):
+    """Two files defining op.py:f, or one edited, never share records."""
+    from tensortune.workloads.registry import FAMILIES as families
+
+    source = '''from tvm import te
+def f(N):
+    a = te.placeholder((N,), name="a")
+    return [a, te.compute((N,), lambda i: a[i] {op} 2.0, name="out")]
+'''
+    keys = []
+    for folder, op in (("one", "*"), ("two", "*"), ("three", "+")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "op.py").write_text(source.format(op=op))
+        keys.append(get_workload(f"{tmp_path / folder / 'op.py'}:f", "N=8").key)
+        families.pop("op.f")
+    assert keys[0].startswith("op.f(N=8)#") and keys[0] == keys[1] and keys[2] != keys[0]

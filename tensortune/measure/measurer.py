@@ -42,7 +42,8 @@ class Measurer:
         # (enough for the careful timing of one just under it); slower ones are stopped
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
         device = "cuda" if self.target["kind"] == "cuda" else "cpu"
-        runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, cfg.seed, device) for i in built],
+        seed = cfg.seed + 1 if final else cfg.seed  # the final re-check of the winners is on fresh inputs
+        runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, seed, device) for i in built],
                                run_timeout)
         results = [build_failure(b) for b in builds]
         for i, outcome in zip(built, runs):

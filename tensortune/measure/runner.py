@@ -77,15 +77,22 @@ def device_of(kind: str):
     return tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
 
 
-def verify(got: np.ndarray, expected: np.ndarray, tolerance: float) -> tuple[float, str | None]:
-    """(max error relative to max |expected|, the reason it is wrong or None). Equal elements
-    count as exact, infinities included (a causal mask's -inf); a NaN where a number is expected
-    (an element never written) is an infinite error."""
+def verify(got: np.ndarray, expected: np.ndarray, tolerance: float,
+           scale: np.ndarray | None = None) -> tuple[float, str | None]:
+    """(max error, the reason it is wrong or None). The error of an element is relative to
+    max |expected|, or where `scale` is given (the sum of the absolute values of the element's
+    terms) to the smaller of that and its own scale, so that a wrong element where values are
+    small cannot hide under the largest element's bound. Equal elements count as exact,
+    infinities included (a causal mask's -inf); a NaN where a number is expected (an element
+    never written) is an infinite error."""
     got, expected = got.astype(np.float64), expected.astype(np.float64)
     finite = np.abs(expected[np.isfinite(expected)])
-    scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    largest = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    bound = largest if scale is None else np.minimum(np.abs(scale.astype(np.float64)), largest)
     diff = np.where(got == expected, 0.0, np.abs(got - expected))
-    error = float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0)) / scale
+    with np.errstate(divide="ignore", invalid="ignore"):  # a nonzero error where the bound is 0 is infinite
+        relative = np.where(diff == 0, 0.0, diff / bound)
+    error = float(np.nan_to_num(relative, nan=np.inf).max(initial=0.0))
     return error, None if error <= tolerance else f"max relative error {error:.2e} exceeds {tolerance:.1e}"
 
 
@@ -98,25 +105,80 @@ def unwritten(shape, dtype) -> np.ndarray:
     return np.full(shape, True if dtype.kind == "b" else np.iinfo(dtype).max, dtype)
 
 
-def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray, tolerance: float, timing) -> dict:
-    """Verify on a NaN-filled output (catches a kernel that skips writes), then time.
-    `timing` has repeat, min_repeat_ms, budget_s and cutoff_s."""
-    import tvm
+GUARD_BYTES = 4096  # on each side of the output (a multiple of TVM's 64-byte data alignment)
+CANARY = 0xA5  # the guards' bytes: a write out of bounds changes some
 
+
+def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray, tolerance: float, timing,
+               scale: np.ndarray | None = None, draws=(), written: tuple[int, ...] = ()) -> dict:
+    """Verify, then time. The timed draw is checked first, then each of `draws` (layer name,
+    inputs, expected, tolerance, scale; see measure/checks.py). On every draw the output
+    starts unwritten (NaN), sits between guard bytes (a write out of bounds is caught) and
+    the inputs must be unchanged after the call (but those at `written`: the other outputs of
+    a kernel that writes several). `timing` has repeat, min_repeat_ms,
+    budget_s and cutoff_s."""
     dev = device_of(device)
-    args = [tvm.runtime.tensor(a, dev) for a in inputs]
-    args.append(tvm.runtime.tensor(unwritten(expected.shape, expected.dtype), dev))
-    start = time.perf_counter()
-    lib["main"](*args)  # the warm-up call, and the one that is checked
-    dev.sync()
-    once = time.perf_counter() - start
-    error, wrong = verify(args[-1].numpy(), expected, tolerance)
+    args, once, error, wrong = _checked_call(lib, dev, inputs, expected, tolerance, scale, written)
+    for layer, layer_inputs, layer_expected, layer_tolerance, layer_scale in draws:
+        if wrong:
+            break
+        _, _, _, wrong = _checked_call(lib, dev, layer_inputs, layer_expected, layer_tolerance, layer_scale, written)
+        wrong = wrong and f"{layer} draw: {wrong}"
     if wrong:
         return {"status": "wrong", "reason": wrong}
     if once > timing.cutoff_s:  # hopeless: timing it carefully would only cost search time
         return {"status": "ok", "runs": [once], "error": error,
                 "note": f"timed once: slower than the cutoff {timing.cutoff_s * 1e3:.3g} ms"}
     return {"status": "ok", "runs": time_kernel(lib, device, args, once, timing), "error": error}
+
+
+def _checked_call(lib, dev, inputs, expected, tolerance, scale, written=()):
+    """One call on fresh tensors: (the arguments, seconds, error, why it is wrong or None)."""
+    import tvm
+
+    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+    guarded, out = _guarded_output(expected.shape, expected.dtype, dev)
+    start = time.perf_counter()
+    lib["main"](*args, out)
+    dev.sync()
+    once = time.perf_counter() - start
+    if any(not _same(arg.numpy(), a) for i, (arg, a) in enumerate(zip(args, inputs)) if i not in written):
+        return args + [out], once, np.inf, "it wrote into an input"
+    if guarded is not None and guarded.touched():
+        return args + [out], once, np.inf, "it wrote outside its output"
+    error, wrong = verify(out.numpy(), expected, tolerance, scale)
+    return args + [out], once, error, wrong
+
+
+class _Guards:
+    """A CPU output inside a larger allocation whose bytes around it are a known pattern."""
+
+    def __init__(self, fill: np.ndarray):
+        self.raw = np.full(fill.nbytes + 2 * GUARD_BYTES + 64, CANARY, np.uint8)
+        self.start = GUARD_BYTES + (-self.raw.ctypes.data) % 64  # TVM's kernels need 64-byte alignment
+        self.end = self.start + fill.nbytes
+        self.raw[self.start:self.end] = fill.reshape(-1).view(np.uint8)
+        self.view = self.raw[self.start:self.end].view(fill.dtype).reshape(fill.shape)
+
+    def touched(self) -> bool:
+        return bool((self.raw[:self.start] != CANARY).any() or (self.raw[self.end:] != CANARY).any())
+
+
+def _guarded_output(shape, dtype, dev):
+    """(the guards or None, the output tensor). On a CPU the output is a zero-copy view inside
+    guard bytes (TVM refuses a tensor with an offset, so numpy owns the memory); a GPU's
+    output has no guards."""
+    import tvm
+
+    fill = unwritten(shape, dtype)
+    if dev.dlpack_device_type() != tvm.cpu(0).dlpack_device_type():
+        return None, tvm.runtime.tensor(fill, dev)
+    guards = _Guards(fill)
+    return guards, tvm.runtime.from_dlpack(guards.view)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.tobytes() == b.tobytes()  # bit for bit: NaN payloads and signed zeros included
 
 
 def time_kernel(lib, device: str, args, once: float, timing) -> list[float]:

@@ -17,7 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import runner
+from ..workloads.registry import resolve
+from . import checks, runner
 from .config import Timing
 from .pool import start_clock
 
@@ -67,17 +68,59 @@ def build(task: BuildTask) -> float:
 def case(workload: tuple, seed: int) -> tuple[list[np.ndarray], np.ndarray, float]:
     """Random inputs (uniform in [-1, 1]), the expected output (the NumPy reference, or
     without one the unscheduled kernel's output) and the tolerance: made once per worker,
-    not per candidate."""
-    from ..workloads.registry import resolve
-
+    not per candidate. The draw every candidate is timed on (see `layers` for the others)."""
     wl = resolve(workload)
     rng = np.random.default_rng(seed)
     ins, (out_shape, out_dtype) = wl.io_specs()
     inputs = [random_input(rng, shape, dtype) for shape, dtype in ins]
-    expected = wl.reference(*inputs)
-    if expected is None:
-        expected = _naive_output(wl, inputs, out_shape, out_dtype)
-    return inputs, expected, tolerance(out_dtype, reduction_length(wl.prim_func()))
+    return inputs, expected_output(wl, inputs), tolerance(out_dtype, reduction_length(wl.prim_func()))
+
+
+@lru_cache(maxsize=32)
+def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple]]:
+    """The other checks (see checks.py): (the per-element scale of the timed draw, or None,
+    and the other draws as (layer, inputs, expected, tolerance, scale))."""
+    wl = resolve(workload)
+    inputs, _, limit = case(workload, seed)
+    ins, (_, out_dtype) = wl.io_specs()
+    polynomial = checks.exact_applies(wl.prim_func()) is None and np.dtype(out_dtype).kind == "f"
+    distinct = checks.distinct_draw(ins)
+    draws = [("distinct", distinct, expected_output(wl, distinct), limit, _absolute_terms(wl, distinct, polynomial))]
+    magnitude = checks.exact_magnitude(out_dtype, reduction_length(wl.prim_func())) if polynomial else 0
+    rng = np.random.default_rng(seed + 1)
+    for n in range(checks.EXACT_DRAWS if magnitude else 0):
+        draw = checks.integer_draw(rng, ins, magnitude)
+        draws.append((f"exact-{n + 1}", draw, expected_output(wl, draw), 0.0, None))
+    return _absolute_terms(wl, inputs, polynomial), draws
+
+
+def _absolute_terms(wl, draw: list[np.ndarray], polynomial: bool) -> np.ndarray | None:
+    """Per output element, the sum of the absolute values of its terms (the operator run on
+    |inputs|): what its rounding error grows with. Only a polynomial has terms."""
+    return expected_output(wl, [np.abs(a) for a in draw]) if polynomial else None
+
+
+def expected_output(wl, inputs: list[np.ndarray]) -> np.ndarray:
+    """The NumPy reference run in float64 (its own rounding then negligible) and rounded
+    once to the output's dtype; without one, the unscheduled kernel's output."""
+    import tvm
+
+    _, (out_shape, out_dtype) = wl.io_specs()
+    expected = wl.reference(*[a.astype(np.float64) if a.dtype.kind == "f" else a for a in inputs])
+    if expected is not None:
+        return np.asarray(expected).astype(out_dtype)
+    out = tvm.runtime.tensor(np.zeros(out_shape, out_dtype))
+    _unscheduled(wl.ident)(*[tvm.runtime.tensor(a) for a in inputs], out)
+    return out.numpy()
+
+
+@lru_cache(maxsize=8)
+def _unscheduled(ident: tuple):
+    """The workload's unscheduled kernel, compiled once per worker: the reference of kernels
+    without a NumPy one."""
+    import tvm
+
+    return tvm.compile(resolve(ident).prim_func(), target={"kind": "llvm"})
 
 
 def random_input(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
@@ -89,15 +132,6 @@ def random_input(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
     if kind == "b":
         return rng.random(shape) < 0.5
     return rng.integers(0, 3, shape).astype(dtype)
-
-
-def _naive_output(wl, inputs, out_shape, out_dtype) -> np.ndarray:
-    import tvm
-
-    lib = tvm.compile(wl.prim_func(), target={"kind": "llvm"})
-    out = tvm.runtime.tensor(np.zeros(out_shape, out_dtype))
-    lib(*[tvm.runtime.tensor(a) for a in inputs], out)
-    return out.numpy()
 
 
 def reduction_length(func) -> int:
@@ -123,9 +157,12 @@ def tolerance(dtype: str, reduction_length: int) -> float:
 def run(task: RunTask) -> dict:
     """Verify, then time (see runner.run_kernel). Returns a dict with status 'ok' or 'wrong'."""
     inputs, expected, limit = case(task.workload, task.seed)
+    scale, draws = layers(task.workload, task.seed)
+    written = checks.written_inputs(resolve(task.workload).prim_func())
     lib = runner.load(task.path, task.device)
     start_clock()  # the time limit covers the kernel, not this worker's set-up
-    return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing) | {"threads": _threads()}
+    return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing, scale=scale, draws=draws,
+                             written=written) | {"threads": _threads()}
 
 
 def _threads() -> int:

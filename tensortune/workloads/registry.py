@@ -6,6 +6,7 @@ written twice. `hand` and `gpu_hand` give the expert's CPU and CUDA schedules as
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import inspect
 import math
@@ -49,7 +50,19 @@ class Workload:
 
     @property
     def key(self) -> str:
-        return self.name + "(" + ",".join(f"{p}={v}" for p, v in self.kwargs.items()) + ")"
+        """'gemm(M=64,N=64,K=64)'. A user's operator also carries a digest of its TensorIR and
+        the TVM version: two files defining `op.py:f`, or an edited one, never share records
+        (the built-in operators change only with tensortune itself)."""
+        key = self.name + "(" + ",".join(f"{p}={v}" for p, v in self.kwargs.items()) + ")"
+        if self.family.source is None:
+            return key
+        if "digest" not in self._cache:
+            import tvm
+            import tvm_ffi
+
+            text = f"{tvm_ffi.structural_hash(self.prim_func())}|tvm {tvm.__version__}"
+            self._cache["digest"] = hashlib.sha1(text.encode()).hexdigest()[:12]
+        return f"{key}#{self._cache['digest']}"
 
     @property
     def kwargs(self) -> dict[str, int]:
@@ -231,7 +244,7 @@ def load_user_family(spec: str) -> Family:
 
 def workload_from_key(key: str) -> Workload | None:
     """The workload a stored key ('gemm(M=8,N=8,K=8)') names, or None for an unknown family."""
-    name, _, args = key.partition("(")
+    name, _, args = key.split("#")[0].partition("(")
     if name not in FAMILIES:
         return None
     values = dict(part.split("=") for part in args.rstrip(")").split(","))

@@ -1,0 +1,242 @@
+"""Mutation score of the verification layers: how many wrong kernels each layer catches.
+
+For each workload, wrong kernels are made from its unscheduled TensorIR by editing its
+TVMScript (a dropped reduction term, the last row left unwritten, a neighbour's element read,
+an index mirrored, products rounded to float16, a write into an input, a loop one past the
+end with no guard). Each is compiled and put through every layer separately: the timed
+uniform draw, the distinct-values draw, the exact integer draws, and the structural checks
+(output written everywhere, nothing written outside it, inputs unchanged). The table gives
+the share each layer catches alone and all of them together. Then correct kernels: the
+workloads are tuned and every candidate the layers rejected is counted (target: none).
+
+    python benchmarks/verification.py [--trials 256] [--out benchmarks/results/verification.txt]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+WORKLOADS = [("gemm", "M=24,N=32,K=20"), ("conv1d", "M=40,N=9"), ("dwconv2d", "1,2,12,12,3"),
+             (str(Path(__file__).parent.parent / "tests/operators/batch_matmul.py:batch_matmul"), "B=2,M=8,N=8,K=4")]
+
+
+def _grid_before(lines: list[str], block: int) -> int:
+    return max(i for i in range(block) if "T.grid(" in lines[i] or "in range(" in lines[i])
+
+
+def _reduction_block(lines: list[str]) -> int | None:
+    return next((i for i, line in enumerate(lines) if re.search(r'T\.axis\.remap\("\w*R\w*"', line)), None)
+
+
+def _update_line(lines: list[str]) -> int:
+    """The last buffer store of the function: the output's update."""
+    return max(i for i, line in enumerate(lines) if re.match(r"\s+\w+\[[^\]]*\] = ", line))
+
+
+def _extents(line: str) -> list[str]:
+    return [e.strip() for e in re.search(r"T\.grid\(([^)]*)\)", line).group(1).split(",")]
+
+
+def _set_extent(line: str, position: int, delta: int) -> str:
+    extents = _extents(line)
+    extents[position] = str(int(extents[position]) + delta)
+    return re.sub(r"T\.grid\([^)]*\)", "T.grid(" + ", ".join(extents) + ")", line)
+
+
+def dropped_term(lines):
+    block = _reduction_block(lines)
+    if block is None:
+        return None
+    kinds = re.search(r'remap\("(\w+)"', lines[block]).group(1)
+    grid = _grid_before(lines, block)
+    lines[grid] = _set_extent(lines[grid], kinds.index("R"), -1)
+    return lines
+
+
+def last_row_unwritten(lines):
+    grid = _grid_before(lines, _update_line(lines))
+    lines[grid] = _set_extent(lines[grid], 0, -1)
+    return lines
+
+
+def one_past_the_end(lines):
+    grid = _grid_before(lines, _update_line(lines))
+    lines[grid] = _set_extent(lines[grid], 0, +1)
+    return lines
+
+
+def _first_input_access(lines, update):
+    """(buffer, index text) of the first read of a function parameter in the update line."""
+    params = re.findall(r"(\w+): T\.Buffer", "\n".join(lines))
+    rhs = lines[update].split(" = ", 1)[1]
+    for name in params[:-1]:
+        found = re.search(rf"\b{name}\[([^\]]*)\]", rhs)
+        if found:
+            return name, found.group(1)
+    return None
+
+
+def _buffer_shape(lines, name) -> list[int]:
+    text = re.search(rf"{name}: T\.Buffer\(\(([^)]*)\)", "\n".join(lines)).group(1)
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _edit_last_index(lines, how):
+    update = _update_line(lines)
+    access = _first_input_access(lines, update)
+    if access is None:
+        return None
+    name, index = access
+    parts = [p.strip() for p in index.split(",")]
+    extent = _buffer_shape(lines, name)[-1]
+    parts[-1] = how(parts[-1], extent)
+    lines[update] = lines[update].replace(f"{name}[{index}]", f"{name}[{', '.join(parts)}]", 1)
+    return lines
+
+
+def neighbour_read(lines):
+    return _edit_last_index(lines, lambda i, n: f"T.min({i} + 1, {n - 1})")
+
+
+def mirrored_index(lines):
+    return _edit_last_index(lines, lambda i, n: f"{n - 1} - {i}")
+
+
+def float16_products(lines):
+    update = _update_line(lines)
+    target, rhs = lines[update].split(" = ", 1)
+    out_dtype = re.findall(r'T\.Buffer\(\([^)]*\), "(\w+)"\)', "\n".join(lines))[-1]
+    own = target.strip()
+    if not rhs.startswith(own + " + "):
+        return None
+    term = rhs[len(own) + 3:]
+    lines[update] = f'{target} = {own} + T.Cast("{out_dtype}", T.Cast("float16", {term}))'
+    return lines
+
+
+def write_into_input(lines):
+    update = _update_line(lines)
+    access = _first_input_access(lines, update)
+    if access is None:
+        return None
+    name, index = access
+    indent = re.match(r"\s*", lines[update]).group(0)
+    lines[update] += f"\n{indent}{name}[{index}] = {name}[{index}] * T.float32(0.5)"
+    return lines
+
+
+MUTATIONS = {"dropped reduction term": dropped_term, "last row unwritten": last_row_unwritten,
+             "loop one past the end, no guard": one_past_the_end, "neighbour element read": neighbour_read,
+             "index mirrored": mirrored_index, "products rounded to float16": float16_products,
+             "write into an input": write_into_input}
+LAYERS = ("uniform draw", "distinct draw", "exact draws", "unwritten output", "out-of-bounds write", "input changed")
+
+
+def mutants(wl):
+    """(name, compiled library path or the reason it could not be made) per mutation."""
+    import tvm
+
+    text = wl.prim_func().script()
+    folder = Path(tempfile.mkdtemp(prefix="tensortune-mutants-"))
+    for name, mutate in MUTATIONS.items():
+        lines = mutate(text.splitlines())
+        if lines is None:
+            yield name, None, "does not apply"
+            continue
+        try:
+            func = tvm.script.from_source("\n".join(lines))
+            path = folder / f"{len(list(folder.iterdir()))}.so"
+            tvm.compile(func, target={"kind": "llvm"}).export_library(str(path))
+        except Exception as err:  # a mutant TVM refuses to build is not a kernel anyone could report
+            yield name, None, f"not buildable: {str(err).strip().splitlines()[-1][:80]}"
+            continue
+        yield name, str(path), ""
+
+
+def caught_by(path: str, wl) -> set[str]:
+    """The layers that each, alone, reject the kernel."""
+    import numpy as np
+
+    from tensortune.measure import runner, tasks
+
+    inputs, expected, limit = tasks.case(wl.ident, 0)
+    scale, draws = tasks.layers(wl.ident, 0)
+    lib = runner.load(path, "cpu")
+    dev = runner.device_of("cpu")
+    caught = set()
+    for layer, ins, exp, tol, sc in [("uniform draw", inputs, expected, limit, scale), *draws]:
+        _, _, error, wrong = runner._checked_call(lib, dev, ins, exp, tol, sc)
+        if wrong == "it wrote into an input":
+            caught.add("input changed")
+        elif wrong == "it wrote outside its output":
+            caught.add("out-of-bounds write")
+        elif wrong and error == np.inf:
+            caught.add("unwritten output")
+        elif wrong:
+            caught.add("exact draws" if layer.startswith("exact") else layer if layer == "uniform draw" else "distinct draw")
+    return caught
+
+
+def false_rejections(trials: int) -> list[tuple[str, int, int]]:
+    """(workload, candidates measured, rejected as wrong) for a tune of each workload."""
+    from tensortune.db import Database
+    from tensortune.measure import MeasureConfig
+    from tensortune.target import make_target
+    from tensortune.tuner import TuneConfig, tune
+    from tensortune.workloads import get_workload
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, shape in WORKLOADS:
+            wl = get_workload(name, shape)
+            space = "sketch" if wl.family.source else "cpu-template"
+            summary = tune(wl, make_target("cpu", 2), Database(f"{tmp}/v.db"), TuneConfig(trials=trials, space=space),
+                           MeasureConfig(threads=2))
+            out.append((wl.key, summary.trials, summary.failures.get("wrong", 0)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=256, help="tuning trials per workload for the false rejections")
+    parser.add_argument("--out", help="also write the table to this file")
+    args = parser.parse_args()
+    from tensortune.workloads import get_workload
+
+    start = time.perf_counter()
+    rows, totals, caught_any, made = [], {layer: 0 for layer in LAYERS}, 0, 0
+    for name, shape in WORKLOADS:
+        wl = get_workload(name, shape)
+        for mutation, path, why in mutants(wl):
+            if path is None:
+                rows.append(f"  {wl.key:34} {mutation:34} {why}")
+                continue
+            layers = caught_by(path, wl)
+            made += 1
+            caught_any += bool(layers)
+            for layer in layers:
+                totals[layer] += 1
+            rows.append(f"  {wl.key:34} {mutation:34} {', '.join(sorted(layers)) or 'NOT CAUGHT'}")
+    lines = [f"verification.py --trials {args.trials}",
+             f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {platform.processor() or platform.machine()}",
+             "", "wrong kernels and the layers that catch each alone:", *rows, "",
+             f"share caught, of {made} wrong kernels:"]
+    lines += [f"  {layer:22} {totals[layer] / max(made, 1):6.0%}" for layer in LAYERS]
+    lines += [f"  {'overall':22} {caught_any / max(made, 1):6.0%}", "",
+              f"correct kernels rejected while tuning ({args.trials} trials each):"]
+    lines += [f"  {key:34} {rejected} of {measured}" for key, measured, rejected in false_rejections(args.trials)]
+    lines.append(f"\n{time.perf_counter() - start:.0f} s")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""What a candidate is checked on, in layers, besides the timed draw (see runner.run_kernel).
+
+- **Exact identity** (operators of +, -, x, max and min only): two draws of small random
+  integers, their magnitude chosen from the dtype's mantissa and the reduction length so that
+  every partial sum is exact in any order; the output must equal the reference bit for bit.
+  A kernel computing another polynomial passes one draw with probability at most
+  degree/range (Schwartz-Zippel), so a wrong kernel that survives both is very unlikely.
+- **Differential**: besides the timed uniform draw, a draw of values distinct per index (a
+  swapped or shifted index reads a different value). Where the operator is a polynomial each
+  element gets its own bound, from the reference run on |inputs| (the sum of absolute terms):
+  a wrong edge element cannot hide under the largest element's bound.
+
+Structural checks (inputs unchanged, nothing written outside the output, every element
+written) run on every draw in runner.run_kernel. Integer outputs are always compared exactly.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+EXACT_DRAWS = 2
+# TVMScript calls that keep integer arithmetic exact: structure, casts, selections, max/min
+_EXACT_CALLS = re.compile(r"T\.(max|min|max_value|min_value|floordiv|floormod|truncdiv|truncmod|if_then_else|"
+                          r"Select|Cast|axis\.\w+|sblock\w*|reads|writes|init|where|grid|serial|parallel|vectorized|"
+                          r"unroll|alloc_buffer|Buffer|match_buffer|prim_func|func_attr|(u?int|float|bfloat)\d+|bool|"
+                          r"handle|ptr|let|LetStmt|likely|decl_buffer|attr)\b")
+_FLOAT_CONSTANT = re.compile(r"T\.(?:float|bfloat)\d+\(([^)]*)\)")
+MANTISSA_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def exact_applies(func) -> str | None:
+    """None if the function only adds, subtracts, multiplies, selects and takes max/min (the
+    exact identity test applies); else what rules it out, e.g. 'T.exp' or 'division'."""
+    text = func.script()
+    body = text[text.index("\n", text.index("def ")):]  # past the signature's buffer types
+    if re.search(r"[^/]/[^/]", body):
+        return "division"
+    for call in re.findall(r"T\.[\w.]+(?=\()", body):
+        if not _EXACT_CALLS.fullmatch(call):
+            return call
+    for value in _FLOAT_CONSTANT.findall(body):
+        number = float(value.strip("'\""))
+        if math.isfinite(number) and number != int(number):
+            return f"the constant {value}"
+    return None
+
+
+def exact_magnitude(dtype: str, reduction_length: int) -> int:
+    """Largest integer magnitude a such that L products of two numbers in [-a, a], and all
+    their partial sums, are exact in the dtype, with two bits to spare (0: none is)."""
+    bits = MANTISSA_BITS.get(dtype)
+    if bits is None:
+        return 0
+    return int(math.isqrt((1 << (bits - 2)) // max(1, reduction_length)))
+
+
+def integer_draw(rng: np.random.Generator, specs, magnitude: int) -> list[np.ndarray]:
+    """Random integers in [-magnitude, magnitude] for float inputs; integer inputs (indices,
+    as often as not) stay 0, 1 or 2, as in every draw."""
+    return [rng.integers(-magnitude, magnitude + 1, shape).astype(dtype) if np.dtype(dtype).kind == "f"
+            else rng.integers(0, 3, shape).astype(dtype) for shape, dtype in specs]
+
+
+def distinct_draw(specs) -> list[np.ndarray]:
+    """Values that differ from element to element and from input to input, in (-1, 1): an
+    index swapped, mirrored or shifted reads a value it should not."""
+    out = []
+    for n, (shape, dtype) in enumerate(specs):
+        if np.dtype(dtype).kind != "f":
+            out.append(np.arange(math.prod(shape), dtype=np.int64).reshape(shape).astype(dtype) % 3)
+            continue
+        size = math.prod(shape)
+        ramp = (np.arange(size, dtype=np.float64) * 0.618034 + 0.1 * (n + 1)) % 1.0  # golden-ratio steps
+        out.append(((ramp * 2 - 1)).reshape(shape).astype(dtype))
+    return out
+
+
+def written_inputs(func) -> tuple[int, ...]:
+    """Positions of the parameters before the last that the function stores into: the other
+    outputs of a kernel that writes several (a model's split), not inputs it may not touch."""
+    text = func.script()
+    names = re.findall(r"(\w+): T\.Buffer", text[:text.index("):\n", text.index("def "))])
+    stored = set(re.findall(r"^\s+(\w+)\[[^\]]*\] = ", text, flags=re.M))
+    return tuple(i for i, name in enumerate(names[:-1]) if name in stored)
