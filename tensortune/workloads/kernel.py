@@ -33,8 +33,6 @@ class KernelWorkload(Workload):
         from tvm.s_tir.analysis import estimate_tir_flops
 
         func = func.with_attr("global_symbol", "main")  # built alone, it is the library's entry point
-        # a pooling kernel names a MetaSchedule rule the CPU lacks: a warning per space made, no more
-        func = func.without_attr("schedule_rule")
         flops = int(estimate_tir_flops(tvm.IRModule({"main": func})))
         family = Family(clean_name(name), (), _no_compute, None, lambda: flops, doc=f"kernel {name}")
         workload = cls(family, (), source=tvm.ir.save_json(func))
