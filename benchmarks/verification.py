@@ -167,7 +167,7 @@ def caught_by(path: str, wl) -> set[str]:
     from tensortune.measure import runner, tasks
 
     inputs, expected, limit = tasks.case(wl.ident, 0)
-    scale, draws = tasks.layers(wl.ident, 0)
+    scale, draws, _ = tasks.layers(wl.ident, 0)
     lib = runner.load(path, "cpu")
     dev = runner.device_of("cpu")
     caught = set()

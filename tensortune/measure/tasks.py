@@ -77,9 +77,10 @@ def case(workload: tuple, seed: int) -> tuple[list[np.ndarray], np.ndarray, floa
 
 
 @lru_cache(maxsize=32)
-def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple]]:
+def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple], tuple[int, ...]]:
     """The other checks (see checks.py): (the per-element scale of the timed draw, or None,
-    and the other draws as (layer, inputs, expected, tolerance, scale))."""
+    the other draws as (layer, inputs, expected, tolerance, scale), and the inputs the kernel
+    may write: a model kernel's other outputs). Made once per worker, like `case`."""
     wl = resolve(workload)
     inputs, _, limit = case(workload, seed)
     ins, (_, out_dtype) = wl.io_specs()
@@ -91,7 +92,7 @@ def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple]]:
     for n in range(checks.EXACT_DRAWS if magnitude else 0):
         draw = checks.integer_draw(rng, ins, magnitude)
         draws.append((f"exact-{n + 1}", draw, expected_output(wl, draw), 0.0, None))
-    return _absolute_terms(wl, inputs, polynomial), draws
+    return _absolute_terms(wl, inputs, polynomial), draws, checks.written_inputs(wl.prim_func())
 
 
 def _absolute_terms(wl, draw: list[np.ndarray], polynomial: bool) -> np.ndarray | None:
@@ -157,8 +158,7 @@ def tolerance(dtype: str, reduction_length: int) -> float:
 def run(task: RunTask) -> dict:
     """Verify, then time (see runner.run_kernel). Returns a dict with status 'ok' or 'wrong'."""
     inputs, expected, limit = case(task.workload, task.seed)
-    scale, draws = layers(task.workload, task.seed)
-    written = checks.written_inputs(resolve(task.workload).prim_func())
+    scale, draws, written = layers(task.workload, task.seed)
     lib = runner.load(task.path, task.device)
     start_clock()  # the time limit covers the kernel, not this worker's set-up
     return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing, scale=scale, draws=draws,
