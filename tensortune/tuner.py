@@ -116,13 +116,16 @@ IMPLAUSIBLE = 10  # a candidate this many times faster than the best so far is c
 
 def _recheck_implausible(measurer: Measurer, space, points: list, results: list[Result], best: float) -> list[Result]:
     """Candidates far faster than the best so far are re-verified on fresh inputs and re-timed
-    carefully; what they then show is what is stored, flagged in its reason."""
+    carefully; what they then show is what is stored, flagged in its reason. A task's first
+    round has no best to compare with (every candidate would be a suspect)."""
+    if best == float("inf"):
+        return results
     suspects = [i for i, r in enumerate(results) if r.ok and r.latency * IMPLAUSIBLE < best]
     again = measurer.measure([points[i] for i in suspects], final=True, space=space) if suspects else []
     results = list(results)
     for i, result in zip(suspects, again):
         flag = f"re-checked: over {IMPLAUSIBLE}x faster than the best so far"
-        results[i] = replace(result, reason=f"{result.reason}; {flag}") if result.ok else result
+        results[i] = replace(result, reason="; ".join(filter(None, (result.reason, flag)))) if result.ok else result
     return results
 
 

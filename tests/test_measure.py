@@ -75,6 +75,18 @@ def test_measurer_verifies_times_and_records_every_outcome(target_spec):
     assert bad.status == "invalid" and "multiply to 16" in bad.reason and bad.latency == float("inf")
 
 
+def test_a_point_measured_again_is_not_compiled_again(target_spec):
+    """The final re-timing of the best reuses their libraries; only correct ones are kept."""
+    space = make_space("cpu-template", get_workload("gemm", "16,16,16"))
+    hand, naive = space.named("hand"), space.named("naive")
+    with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
+        (first,) = m.measure([hand])
+        libraries = set(os.listdir(m.tmp.name))
+        again, other = m.measure([hand, naive], final=True)
+        assert len(libraries) == 1 and len(os.listdir(m.tmp.name)) == 2
+    assert first.ok and again.ok and other.ok and again.build_s == first.build_s
+
+
 def test_a_hopeless_candidate_is_timed_once(target_spec):
     wl = get_workload("gemm", "16,16,16")
     space = make_space("cpu-template", wl)

@@ -146,3 +146,22 @@ with Database({path!r}).claim([Task({wl.key!r}, "cpu", {target.hardware!r}, "cpu
         holder.wait()
     summary = tune(wl, target, Database(path), TuneConfig(trials=2, batch=2), FAST)  # released with the process
     assert summary.new_trials == 2
+
+
+def test_a_candidate_far_faster_than_the_best_so_far_is_checked_again_and_flagged(tmp_path):
+    """Only against a best so far: in a task's first round nothing is re-measured."""
+    from tensortune.measure import Measurer
+    from tensortune.space import make_space
+    from tensortune.tuner import IMPLAUSIBLE, _recheck_implausible
+
+    target = make_target("cpu", 2)
+    space = make_space("cpu-template", get_workload("gemm", "16,24,12"), target.spec)
+    points = [space.named("hand")]
+    with Measurer(space, target.spec, FAST) as measurer:
+        (first,) = measurer.measure(points)
+        assert first.ok
+        assert _recheck_implausible(measurer, space, points, [first], float("inf"))[0] is first
+        assert _recheck_implausible(measurer, space, points, [first], first.latency * 2)[0] is first
+        (again,) = _recheck_implausible(measurer, space, points, [first], first.latency * IMPLAUSIBLE * 2)
+    assert again.ok and again is not first and "re-checked" in again.reason
+    assert len(again.runs) == FAST.final_repeat

@@ -21,7 +21,7 @@ class MeasureConfig:
 
     threads: int = default_threads()  # TVM thread pool size: the cores we time on
     build_workers: int = 2
-    build_timeout_s: float = 60.0
+    build_timeout_s: float = 30.0  # as MetaSchedule's default builder: one slower compile stalls a whole round
     run_timeout_s: float = 60.0
     min_run_timeout_s: float = 1.0  # the run limit never drops below this (see Measurer.measure)
     repeat: int = 5  # during search

@@ -10,7 +10,7 @@ import itertools
 import os
 import tempfile
 
-from ..space import InvalidPoint
+from ..space import InvalidPoint, point_key
 from . import tasks
 from .config import MeasureConfig, Timing
 from .pool import Outcome, WorkerPool
@@ -22,6 +22,9 @@ class Measurer:
         self.space, self.target, self.config = space, target, config
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.serial = itertools.count()
+        # libraries of kernels that ran correctly, kept until close: a point measured again
+        # (the final re-timing of the best, a re-check) is not compiled again
+        self.built: dict[tuple, tuple[str, float]] = {}  # (workload, space, point) -> (path, build seconds)
         self.builders = WorkerPool(config.build_workers, tasks.build)
         self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)}, self_timed=True)
 
@@ -31,10 +34,8 @@ class Measurer:
         one measurer serves every task of a model). `final` uses the careful final timing
         settings; a kernel whose first call exceeds `cutoff_s` is timed by that call alone."""
         cfg, space = self.config, space or self.space
-        # a fresh name per build: the run worker would get an earlier library back from the
-        # loader's cache for a name it has loaded before (another task's kernel, say)
-        paths = [os.path.join(self.tmp.name, f"{next(self.serial)}.so") for _ in points]
-        builds = self.build(points, paths, space)
+        keys = [(space.workload.ident, space.name, point_key(p)) for p in points]
+        paths, builds = self._build_once(points, keys, space)
         timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
                   else Timing(cfg.repeat, cfg.min_repeat_ms, cutoff_s=cutoff_s))
         built = [i for i, b in enumerate(builds) if b.ok]
@@ -48,9 +49,24 @@ class Measurer:
         results = [build_failure(b) for b in builds]
         for i, outcome in zip(built, runs):
             results[i] = _run_result(outcome, builds[i].value)
-            for leftover in glob.glob(os.path.splitext(paths[i])[0] + ".*"):
-                os.remove(leftover)
+            if results[i].ok:
+                self.built[keys[i]] = (paths[i], builds[i].value)
+            else:
+                for leftover in glob.glob(os.path.splitext(paths[i])[0] + ".*"):
+                    os.remove(leftover)
         return results
+
+    def _build_once(self, points: list[dict], keys: list[tuple], space) -> tuple[list[str], list[Outcome]]:
+        """(library paths, build outcomes) of the points, compiling only those not built before."""
+        # a fresh name per build: the run worker would get an earlier library back from the
+        # loader's cache for a name it has loaded before (another task's kernel, say)
+        paths = [self.built[k][0] if k in self.built else os.path.join(self.tmp.name, f"{next(self.serial)}.so")
+                 for k in keys]
+        builds = [Outcome(True, self.built[k][1]) if k in self.built else None for k in keys]
+        todo = [i for i, b in enumerate(builds) if b is None]
+        for i, outcome in zip(todo, self.build([points[i] for i in todo], [paths[i] for i in todo], space)):
+            builds[i] = outcome
+        return paths, builds
 
     def build(self, points: list[dict], paths: list[str], space=None) -> list[Outcome]:
         """Schedule here, compile in the workers; an invalid point never reaches a worker.

@@ -89,8 +89,10 @@ def verify(got: np.ndarray, expected: np.ndarray, tolerance: float,
     finite = np.abs(expected[np.isfinite(expected)])
     largest = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     bound = largest if scale is None else np.minimum(np.abs(scale.astype(np.float64)), largest)
-    diff = np.where(got == expected, 0.0, np.abs(got - expected))
-    with np.errstate(divide="ignore", invalid="ignore"):  # a nonzero error where the bound is 0 is infinite
+    # inf - inf is NaN (an infinity where another is expected: wrong); a nonzero error where
+    # the bound is 0 is infinite
+    with np.errstate(divide="ignore", invalid="ignore"):
+        diff = np.where(got == expected, 0.0, np.abs(got - expected))
         relative = np.where(diff == 0, 0.0, diff / bound)
     error = float(np.nan_to_num(relative, nan=np.inf).max(initial=0.0))
     return error, None if error <= tolerance else f"max relative error {error:.2e} exceeds {tolerance:.1e}"
