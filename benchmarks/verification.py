@@ -2,9 +2,9 @@
 
 For each workload, wrong kernels are made from its unscheduled TensorIR by editing its
 TVMScript (a dropped reduction term, the last row left unwritten, a neighbour's element read,
-an index mirrored, products rounded to float16, a write into an input, a loop one past the
-end with no guard). Each is compiled and put through every layer separately: the timed
-uniform draw, the distinct-values draw, the exact integer draws, and the structural checks
+an index mirrored, products rounded to float16, values clamped, small values flushed to zero,
+a write into an input, a loop one past the end with no guard). Each is compiled and put through every layer separately: the timed
+uniform draw, the distinct-values, large and small draws, the exact integer draws, and the structural checks
 (output written everywhere, nothing written outside it, inputs unchanged). The table gives
 the share each layer catches alone and all of them together. Then correct kernels: the
 workloads are tuned and every candidate the layers rejected is counted (target: none).
@@ -120,6 +120,22 @@ def float16_products(lines):
     return lines
 
 
+def _wrap_update(lines, wrap):
+    """The output's update line with its value wrapped by `wrap` (value text -> text)."""
+    update = _update_line(lines)
+    target, value = lines[update].split(" = ", 1)
+    lines[update] = f"{target} = {wrap(value)}"
+    return lines
+
+
+def clamped(lines):
+    return _wrap_update(lines, lambda v: f"T.min({v}, T.float32(10))")
+
+
+def small_flushed(lines):
+    return _wrap_update(lines, lambda v: f"T.if_then_else(T.fabs({v}) < T.float32(1e-3), T.float32(0), {v})")
+
+
 def write_into_input(lines):
     update = _update_line(lines)
     access = _first_input_access(lines, update)
@@ -134,8 +150,10 @@ def write_into_input(lines):
 MUTATIONS = {"dropped reduction term": dropped_term, "last row unwritten": last_row_unwritten,
              "loop one past the end, no guard": one_past_the_end, "neighbour element read": neighbour_read,
              "index mirrored": mirrored_index, "products rounded to float16": float16_products,
+             "values clamped at 10": clamped, "small values flushed to 0": small_flushed,
              "write into an input": write_into_input}
-LAYERS = ("uniform draw", "distinct draw", "exact draws", "NaN in the output (unwritten or overflowed)",
+LAYERS = ("uniform draw", "distinct draw", "large draw", "small draw", "exact draws",
+          "NaN in the output (unwritten or overflowed)",
           "out-of-bounds write", "input changed")
 
 
@@ -180,7 +198,7 @@ def caught_by(path: str, wl) -> set[str]:
         elif wrong and np.isnan(args[-1].numpy()).any() and not np.isnan(exp).any():
             caught.add("NaN in the output (unwritten or overflowed)")
         elif wrong:
-            caught.add("exact draws" if layer.startswith("exact") else layer if layer == "uniform draw" else "distinct draw")
+            caught.add("exact draws" if layer.startswith("exact") else layer if layer == "uniform draw" else f"{layer} draw")
     return caught
 
 

@@ -13,6 +13,7 @@ from typing import Callable
 
 from .db import Database, Task
 from .measure import Measurer, MeasureConfig, Result
+from .roofline import floor_s
 from .search import DEFAULT, make_strategy, metaschedule
 from .search.base import fastest_first
 from .space import TEMPLATES, InvalidPoint, Point, make_space, point_key
@@ -64,6 +65,7 @@ class TaskTuner:
         self.workload, self.db, self.config = workload, db, config
         self.space = make_space(config.space, workload, target.spec)
         self.task = Task(workload.key, target.name, target.hardware, config.space)
+        self.floor = floor_s(workload, target)  # no correct timing can be faster
         self.strategy = make_strategy(config.strategy, self.space, config.seed)
         past = db.records(self.task)  # same workload, target and hardware: a resumed run or warm start
         self.strategy.tell([r.point for r in past], [r.result for r in past])
@@ -89,7 +91,7 @@ class TaskTuner:
             self.exhausted = True
             return 0
         results = measurer.measure(points, cutoff_s=self.config.cutoff * self.best, space=self.space)
-        results = _recheck_implausible(measurer, self.space, points, results, self.best)
+        results = _recheck_implausible(measurer, self.space, points, results, self.best, self.floor)
         self.db.add(self.task, "search", points, results)
         self.strategy.tell(points, results)
         return len(points)
@@ -114,17 +116,22 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
 IMPLAUSIBLE = 10  # a candidate this many times faster than the best so far is checked again before it counts
 
 
-def _recheck_implausible(measurer: Measurer, space, points: list, results: list[Result], best: float) -> list[Result]:
-    """Candidates far faster than the best so far are re-verified on fresh inputs and re-timed
-    carefully; what they then show is what is stored, flagged in its reason. A task's first
-    round has no best to compare with (every candidate would be a suspect)."""
-    if best == float("inf"):
-        return results
-    suspects = [i for i, r in enumerate(results) if r.ok and r.latency * IMPLAUSIBLE < best]
+def _recheck_implausible(measurer: Measurer, space, points: list, results: list[Result], best: float,
+                         floor: float = 0.0) -> list[Result]:
+    """Candidates timed below the roofline floor (see roofline.py), or far faster than the
+    best so far (not in a task's first round: there is none), are re-verified on fresh inputs
+    and re-timed carefully; what they then show is what is stored, flagged in its reason. One
+    still below the floor does not count: that timing cannot be right."""
+    suspects = [i for i, r in enumerate(results)
+                if r.ok and (r.latency < floor or r.latency * IMPLAUSIBLE < best < float("inf"))]
     again = measurer.measure([points[i] for i in suspects], final=True, space=space) if suspects else []
     results = list(results)
     for i, result in zip(suspects, again):
-        flag = f"re-checked: over {IMPLAUSIBLE}x faster than the best so far"
+        flag = (f"re-checked: timed below the roofline floor {floor:.3g} s" if results[i].latency < floor
+                else f"re-checked: over {IMPLAUSIBLE}x faster than the best so far")
+        if result.ok and result.latency < floor:
+            result = Result("implausible", f"{flag}, and again at {result.latency:.3g} s: that timing cannot be right",
+                            build_s=result.build_s)
         results[i] = replace(result, reason="; ".join(filter(None, (result.reason, flag)))) if result.ok else result
     return results
 
@@ -147,7 +154,7 @@ def _tune_with_metaschedule(workload, target, db, config, measure, progress) -> 
     space = make_space(TraceSpace.name, workload, target.spec)
     task = Task(workload.key, target.name, target.hardware, space.name)
     history = [(r.point, r.result) for r in db.records(task)]
-    past, tuning_s = len(history), 0.0
+    past, tuning_s, floor = len(history), 0.0, floor_s(workload, target)
     folder = metaschedule.work_dir(db.path, task)
     with Measurer(space, target.spec, measure) as measurer:
         missing = config.trials - len(metaschedule.recorded_traces(folder))
@@ -159,6 +166,7 @@ def _tune_with_metaschedule(workload, target, db, config, measure, progress) -> 
         for i in range(0, min(len(todo), config.trials - past), config.batch):
             points = todo[i:min(i + config.batch, config.trials - past)]
             results = measurer.measure(points, cutoff_s=config.cutoff * _best(history))
+            results = _recheck_implausible(measurer, space, points, results, _best(history), floor)
             db.add(task, "search", points, results)
             history += zip(points, results)
             progress(len(history), config.trials, _best(history))

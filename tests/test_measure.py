@@ -118,10 +118,13 @@ def test_verify_compares_integers_exactly():
     assert runner.verify(np.array([1, 2, 4], np.int32), expected, 0.0)[1] is not None
 
 
-DOUBLE = '''from tvm import te
+OPERATOR = '''from tvm import te
 def double(N):
     a = te.placeholder((N,), name="a")
     return [a, te.compute((N,), lambda i: a[i] * 2.0, name="out")]
+def third(N):  # not a polynomial: the exact layer does not apply
+    a = te.placeholder((N,), name="a")
+    return [a, te.compute((N,), lambda i: a[i] / 3.0, name="out")]
 '''
 
 
@@ -135,17 +138,22 @@ def _script_kernel(tmp_path, body: str) -> str:
     return path
 
 
-@pytest.mark.parametrize("body,caught", [
-    ("    for i in range(9):\n        out[i] = a[T.min(i, 7)] * T.float32(2)\n", "wrote outside its output"),
-    ("    for i in range(8):\n        out[i] = a[i] * T.float32(2)\n        a[i] = T.float32(0)\n", "wrote into an input"),
-    ("    for i in range(8):\n        out[i] = a[i] * T.float32(2.000001)\n", "exact-1 draw"),
+@pytest.mark.parametrize("op,body,caught", [
+    ("double", "    for i in range(9):\n        out[i] = a[T.min(i, 7)] * T.float32(2)\n", "wrote outside its output"),
+    ("double", "    for i in range(8):\n        out[i] = a[i] * T.float32(2)\n        a[i] = T.float32(0)\n",
+     "wrote into an input"),
+    ("double", "    for i in range(8):\n        out[i] = a[i] * T.float32(2.000001)\n", "exact-1 draw"),
+    ("third", "    for i in range(8):\n        out[i] = T.min(a[i] / T.float32(3), T.float32(10))\n", "large draw"),
+    ("third", "    for i in range(8):\n        out[i] = T.if_then_else(a[i] * a[i] < T.float32(1e-4), "
+              "T.float32(0), a[i] / T.float32(3))\n", "small draw"),
 ])
-def test_each_layer_catches_what_the_timed_draw_alone_would_pass(tmp_path, body, caught):
+def test_each_layer_catches_what_the_timed_draw_alone_would_pass(tmp_path, op, body, caught):
     """Each wrong kernel matches the reference on the timed draw (or writes where no check of
-    the output looks); its layer catches it."""
+    the output looks); its layer catches it: a clamp shows on large values, a flush to zero
+    on small ones."""
     (tmp_path / "ops").mkdir()
-    (tmp_path / "ops" / "double.py").write_text(DOUBLE)
-    wl = get_workload(f"{tmp_path / 'ops' / 'double.py'}:double", "N=8")
+    (tmp_path / "ops" / "ops.py").write_text(OPERATOR)
+    wl = get_workload(f"{tmp_path / 'ops' / 'ops.py'}:{op}", "N=8")
     result = tasks.run(tasks.RunTask(wl.ident, _script_kernel(tmp_path, body), Timing(3, 1), seed=0))
     assert result["status"] == "wrong" and caught in result["reason"]
 
@@ -158,3 +166,20 @@ def test_the_exact_layer_applies_to_sums_of_products_only():
     softmax = get_workload(f"{os.path.dirname(__file__)}/operators/softmax.py:softmax", "R=4,C=8").prim_func()
     assert exact_applies(softmax) is not None
     assert exact_magnitude("float32", 1024) ** 2 * 1024 < 2 ** 24 and exact_magnitude("float16", 4096) == 0
+
+
+@pytest.mark.parametrize("op", ["matmul_f16", "matmul_bf16", "matmul_i8"])
+def test_each_dtype_is_checked_and_an_all_zeros_output_is_wrong(tmp_path, op):
+    """float16 at K=512, where 4 eps K exceeds 1 and an uncapped bound let zeros through;
+    bfloat16 (which NumPy lacks); int8 summed in int32, compared exactly."""
+    wl = get_workload(f"{os.path.dirname(__file__)}/operators/matmul_dtypes.py:{op}", "M=8,N=8,K=512")
+    (a_spec, b_spec), (out_shape, out_dtype) = wl.io_specs()
+    a, b = te.placeholder(a_spec[0], a_spec[1], name="a"), te.placeholder(b_spec[0], b_spec[1], name="b")
+    zeros = te.compute(out_shape, lambda i, j: tvm.tirx.const(0, out_dtype), name="c")
+    kernels = {"correct": wl.prim_func(), "zeros": te.create_prim_func([a, b, zeros])}
+    status = {}
+    for name, func in kernels.items():
+        path = str(tmp_path / f"{name}.so")
+        tvm.compile(func, target={"kind": "llvm"}).export_library(path)
+        status[name] = tasks.run(tasks.RunTask(wl.ident, path, Timing(3, 1), seed=0))["status"]
+    assert status == {"correct": "ok", "zeros": "wrong"}

@@ -165,3 +165,23 @@ def test_a_candidate_far_faster_than_the_best_so_far_is_checked_again_and_flagge
         (again,) = _recheck_implausible(measurer, space, points, [first], first.latency * IMPLAUSIBLE * 2)
     assert again.ok and again is not first and "re-checked" in again.reason
     assert len(again.runs) == FAST.final_repeat
+
+
+def test_a_timing_below_the_roofline_floor_does_not_count(tmp_path):
+    """The floor is below a real kernel's timing; pretend the floor were above it, and the
+    kernel is re-checked, then refused."""
+    from tensortune.measure import Measurer
+    from tensortune.roofline import floor_s
+    from tensortune.space import make_space
+    from tensortune.tuner import _recheck_implausible
+
+    target = make_target("cpu", 2)
+    wl = get_workload("gemm", "64,64,64")
+    space = make_space("cpu-template", wl, target.spec)
+    points = [space.named("hand")]
+    with Measurer(space, target.spec, FAST) as measurer:
+        (first,) = measurer.measure(points)
+        assert 0 < floor_s(wl, target) < first.latency / 2
+        assert _recheck_implausible(measurer, space, points, [first], float("inf"), floor_s(wl, target))[0] is first
+        (refused,) = _recheck_implausible(measurer, space, points, [first], float("inf"), first.latency * 100)
+    assert refused.status == "implausible" and "roofline floor" in refused.reason

@@ -6,9 +6,12 @@
   A kernel computing another polynomial passes one draw with probability at most
   degree/range (Schwartz-Zippel), so a wrong kernel that survives both is very unlikely.
 - **Differential**: besides the timed uniform draw, a draw of values distinct per index (a
-  swapped or shifted index reads a different value). Where the operator is a polynomial each
-  element gets its own bound, from the reference run on |inputs| (the sum of absolute terms):
-  a wrong edge element cannot hide under the largest element's bound.
+  swapped or shifted index reads a different value), a draw of large magnitudes (a clamp,
+  an overflow or a lower-precision accumulation shows) and one of small values, mostly
+  negative, with signed zeros among them (a flush to zero, a max started from 0, a lost
+  sign shows). Where the operator is a polynomial each element gets its own bound, from the
+  reference run on |inputs| (the sum of absolute terms): a wrong edge element cannot hide
+  under the largest element's bound.
 
 Structural checks (inputs unchanged, nothing written outside the output, every element
 written) run on every draw in runner.run_kernel. Integer outputs are always compared exactly.
@@ -20,6 +23,8 @@ import re
 
 import numpy as np
 
+from .runner import is_float, numpy_dtype
+
 EXACT_DRAWS = 2
 # TVMScript calls that keep integer arithmetic exact: structure, casts, selections, max/min
 _EXACT_CALLS = re.compile(r"T\.(max|min|max_value|min_value|floordiv|floormod|truncdiv|truncmod|if_then_else|"
@@ -28,6 +33,9 @@ _EXACT_CALLS = re.compile(r"T\.(max|min|max_value|min_value|floordiv|floormod|tr
                           r"handle|ptr|let|LetStmt|likely|decl_buffer|attr)\b")
 _FLOAT_CONSTANT = re.compile(r"T\.(?:float|bfloat)\d+\(([^)]*)\)")
 MANTISSA_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+LARGEST = {"float16": 65504.0, "bfloat16": 3.38e38, "float32": 3.40e38, "float64": 1.79e308}
+LARGE = 1e4  # the large draw's magnitude, where the output's dtype leaves room for it
+SMALL = 1e-3  # the small draw's magnitude
 
 
 def exact_applies(func) -> str | None:
@@ -47,6 +55,11 @@ def exact_applies(func) -> str | None:
     return None
 
 
+def epsilon(dtype: str) -> float:
+    """The dtype's machine epsilon (NumPy has no bfloat16)."""
+    return 2.0 ** (1 - MANTISSA_BITS[dtype]) if dtype in MANTISSA_BITS else float(np.finfo(dtype).eps)
+
+
 def exact_magnitude(dtype: str, reduction_length: int) -> int:
     """Largest integer magnitude a such that L products of two numbers in [-a, a], and all
     their partial sums, are exact in the dtype, with two bits to spare (0: none is)."""
@@ -56,25 +69,61 @@ def exact_magnitude(dtype: str, reduction_length: int) -> int:
     return int(math.isqrt((1 << (bits - 2)) // max(1, reduction_length)))
 
 
+def draw(specs, floats, rng: np.random.Generator | None = None) -> list[np.ndarray]:
+    """One input per (shape, dtype): `floats(shape, n)` (float64 values for the n-th input)
+    cast to a float input's dtype; integer inputs (indices, as often as not) 0, 1 or 2 (at
+    random, or cycling without `rng`), booleans at random."""
+    out = []
+    for n, (shape, dtype) in enumerate(specs):
+        if is_float(dtype):
+            out.append(floats(shape, n).astype(numpy_dtype(dtype)))
+        elif rng is None:
+            out.append((np.arange(math.prod(shape), dtype=np.int64).reshape(shape) % 3).astype(dtype))
+        else:
+            out.append(rng.random(shape) < 0.5 if np.dtype(dtype).kind == "b" else
+                       rng.integers(0, 3, shape).astype(dtype))
+    return out
+
+
 def integer_draw(rng: np.random.Generator, specs, magnitude: int) -> list[np.ndarray]:
-    """Random integers in [-magnitude, magnitude] for float inputs; integer inputs (indices,
-    as often as not) stay 0, 1 or 2, as in every draw."""
-    return [rng.integers(-magnitude, magnitude + 1, shape).astype(dtype) if np.dtype(dtype).kind == "f"
-            else rng.integers(0, 3, shape).astype(dtype) for shape, dtype in specs]
+    """Random integers in [-magnitude, magnitude] for float inputs."""
+    return draw(specs, lambda shape, _: rng.integers(-magnitude, magnitude + 1, shape).astype(np.float64), rng)
+
+
+def large_magnitude(dtype: str, reduction_length: int, polynomial: bool) -> float:
+    """The large draw's magnitude: for a polynomial LARGE, or less where L products of two
+    such values would come near the dtype's largest; otherwise (it may exponentiate) half
+    the log of the largest, so that exp of a sum of two stays finite."""
+    largest = LARGEST.get(dtype, LARGEST["float64"])
+    if not polynomial:
+        return math.log(largest) / 2
+    return min(LARGE, math.sqrt(largest / max(1, reduction_length)) / 4)
+
+
+def large_draw(rng: np.random.Generator, specs, magnitude: float) -> list[np.ndarray]:
+    """Uniform in [-magnitude, magnitude] for float inputs."""
+    return draw(specs, lambda shape, _: rng.uniform(-magnitude, magnitude, shape), rng)
+
+
+def small_draw(rng: np.random.Generator, specs) -> list[np.ndarray]:
+    """Float inputs in [-SMALL, 0], one in eight of them -0.0 or +0.0."""
+    def floats(shape, _):
+        values = -rng.uniform(0, SMALL, shape)
+        zeros = rng.random(shape) < 0.125
+        values[zeros] = np.where(rng.random(int(zeros.sum())) < 0.5, -0.0, 0.0)
+        return values
+
+    return draw(specs, floats, rng)
 
 
 def distinct_draw(specs) -> list[np.ndarray]:
     """Values that differ from element to element and from input to input, in (-1, 1): an
     index swapped, mirrored or shifted reads a value it should not."""
-    out = []
-    for n, (shape, dtype) in enumerate(specs):
-        if np.dtype(dtype).kind != "f":
-            out.append(np.arange(math.prod(shape), dtype=np.int64).reshape(shape).astype(dtype) % 3)
-            continue
-        size = math.prod(shape)
-        ramp = (np.arange(size, dtype=np.float64) * 0.618034 + 0.1 * (n + 1)) % 1.0  # golden-ratio steps
-        out.append(((ramp * 2 - 1)).reshape(shape).astype(dtype))
-    return out
+    def floats(shape, n):
+        ramp = (np.arange(math.prod(shape), dtype=np.float64) * 0.618034 + 0.1 * (n + 1)) % 1.0  # golden-ratio steps
+        return (ramp * 2 - 1).reshape(shape)
+
+    return draw(specs, floats)
 
 
 def written_inputs(func) -> tuple[int, ...]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 # Statuses; only OK carries times.
 OK = "ok"
 FAILURES = ("invalid", "build_error", "build_crash", "build_timeout", "wrong", "run_error", "run_crash",
-            "run_timeout")
+            "run_timeout", "implausible")  # implausible: timed below the roofline floor, even when re-checked
 
 
 @dataclass(frozen=True)

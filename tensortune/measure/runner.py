@@ -83,8 +83,9 @@ def verify(got: np.ndarray, expected: np.ndarray, tolerance: float,
     max |expected|, or where `scale` is given (the sum of the absolute values of the element's
     terms) to the smaller of that and its own scale, so that a wrong element where values are
     small cannot hide under the largest element's bound. Equal elements count as exact,
-    infinities included (a causal mask's -inf); a NaN where a number is expected (an element
-    never written) is an infinite error."""
+    infinities included (a causal mask's -inf), and so do NaNs where NaN is expected (a square
+    root of a negative draw); a NaN where a number is expected (an element never written) is
+    an infinite error."""
     got, expected = got.astype(np.float64), expected.astype(np.float64)
     finite = np.abs(expected[np.isfinite(expected)])
     largest = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
@@ -92,17 +93,31 @@ def verify(got: np.ndarray, expected: np.ndarray, tolerance: float,
     # inf - inf is NaN (an infinity where another is expected: wrong); a nonzero error where
     # the bound is 0 is infinite
     with np.errstate(divide="ignore", invalid="ignore"):
-        diff = np.where(got == expected, 0.0, np.abs(got - expected))
+        diff = np.where((got == expected) | (np.isnan(got) & np.isnan(expected)), 0.0, np.abs(got - expected))
         relative = np.where(diff == 0, 0.0, diff / bound)
     error = float(np.nan_to_num(relative, nan=np.inf).max(initial=0.0))
     return error, None if error <= tolerance else f"max relative error {error:.2e} exceeds {tolerance:.1e}"
 
 
+def numpy_dtype(name) -> np.dtype:
+    """NumPy's dtype for a TVM dtype name; bfloat16, which NumPy lacks, from ml_dtypes (as in
+    TVM's own tensors)."""
+    if str(name) == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def is_float(dtype) -> bool:
+    return str(dtype) == "bfloat16" or np.dtype(dtype).kind == "f"
+
+
 def unwritten(shape, dtype) -> np.ndarray:
     """The output's fill before a kernel runs: NaN, or for integers their largest value, so
     that an element the kernel never writes cannot pass for a computed one."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
+    dtype = numpy_dtype(dtype)
+    if is_float(dtype):
         return np.full(shape, np.nan, dtype)
     return np.full(shape, True if dtype.kind == "b" else np.iinfo(dtype).max, dtype)
 
@@ -176,7 +191,11 @@ def _guarded_output(shape, dtype, dev):
     if dev.dlpack_device_type() != tvm.cpu(0).dlpack_device_type():
         return None, tvm.runtime.tensor(fill, dev)
     guards = _Guards(fill)
-    return guards, tvm.runtime.from_dlpack(guards.view)
+    if fill.dtype.kind in "fiub":
+        return guards, tvm.runtime.from_dlpack(guards.view)
+    # DLPack has no bfloat16 (ml_dtypes'): pass the bits as unsigned integers, then view them as it
+    bits = tvm.runtime.from_dlpack(guards.view.view(f"uint{8 * fill.dtype.itemsize}"))
+    return guards, bits._create_view(fill.shape, str(fill.dtype))
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -30,9 +30,26 @@ def _context(workload, target_spec: dict, seed: int):
     from ..target import load_intrinsics
 
     load_intrinsics(target_spec["kind"])
-    return ms.TuneContext(mod=tvm.IRModule({"main": workload.prim_func()}), target=tvm.target.Target(target_spec),
+    func = _without_schedule_rules(workload.prim_func())
+    return ms.TuneContext(mod=tvm.IRModule({"main": func}), target=tvm.target.Target(target_spec),
                           space_generator=ms.space_generator.PostOrderApply(), task_name=workload.key,
                           rand_state=seed)
+
+
+def _without_schedule_rules(func):
+    """The function without its blocks' "schedule_rule" annotations. TVM's pooling kernels
+    carry "meta_schedule.pool_max", a rule MetaSchedule has for no CPU: it warns on every
+    design space drawn and applies its default rules, as it does without the annotation."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(func)
+    blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+    while blocks:
+        block = blocks.pop()
+        if "schedule_rule" in sch.get(block).annotations:
+            sch.unannotate(block, "schedule_rule")
+        blocks += sch.get_child_blocks(block)
+    return sch.mod["main"]
 
 
 def _decisions(trace) -> list:

@@ -98,10 +98,17 @@ class Workload:
     def bytes(self) -> int:
         """Compulsory traffic: every input read once and the output written once."""
         ins, out = self.io_specs()
-        return sum(math.prod(s) * np.dtype(d).itemsize for s, d in [*ins, out])
+        return sum(math.prod(s) * itemsize(d) for s, d in [*ins, out])
 
     def reference(self, *inputs: np.ndarray) -> np.ndarray | None:
         return None if self.family.reference is None else self.family.reference(*inputs, **self.kwargs)
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of a TVM dtype (NumPy has no bfloat16)."""
+    import tvm_ffi
+
+    return max(1, tvm_ffi.dtype(dtype).bits // 8)
 
 
 FAMILIES: dict[str, Family] = {}
