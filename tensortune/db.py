@@ -138,7 +138,11 @@ class Database:
         """Hold the tasks' workloads on their hardware for this process while it tunes them:
         a second process would measure the same points again and time on the same cores.
         It stops with a UserError instead. The claims are byte-range locks on one file beside
-        the database, which the system releases when the process ends, however it ends."""
+        the database, which the system releases when the process ends, however it ends. An
+        in-memory database belongs to this process alone: nothing to claim."""
+        if self.path == ":memory:":
+            yield
+            return
         with open(self.path + ".claims", "a+") as claims:
             for task in dict.fromkeys((t.workload, t.target, t.hardware) for t in tasks):
                 offset = int(hashlib.sha1("|".join(task).encode()).hexdigest()[:10], 16)
