@@ -123,6 +123,8 @@ def bench(name: str, args) -> dict:
 
 
 def table(rows: list[dict], args) -> str:
+    from tensortune.target import cpu_model
+
     def ms(x):
         return f"{x * 1e3:9.3f}" if isinstance(x, float) else f"{'-':>9}"
 
@@ -130,7 +132,7 @@ def table(rows: list[dict], args) -> str:
         return f"{a / b:7.2f}x" if isinstance(a, float) and isinstance(b, float) else f"{'-':>8}"
 
     lines = [f"models.py: {' '.join(sys.argv[1:])}", f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
-             f"machine {_cpu()} ({THREADS} threads for every variant), python {platform.python_version()}",
+             f"machine {cpu_model()} ({THREADS} threads for every variant), python {platform.python_version()}",
              f"budget: {args.trials_per_task} trials per tunable kernel for tensortune and MetaSchedule; space {args.space}",
              "latency ms (median, warm); ratios: how many times faster ours is than the column", "",
              f"{'model':13}{'eager':>9}{'inductor':>9}{'untuned':>9}{'MS':>9}{'ours':>9}"
@@ -148,11 +150,6 @@ def table(rows: list[dict], args) -> str:
             lines.append(f"  inductor failed: {t['inductor_error']}")
         lines.append(f"  ours matches torch eager within {r['ours_error']:.1e} (relative)")
     return "\n".join(lines)
-
-
-def _cpu() -> str:
-    with open("/proc/cpuinfo") as f:
-        return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), platform.machine())
 
 
 def main() -> None:

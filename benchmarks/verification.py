@@ -14,7 +14,6 @@ workloads are tuned and every candidate the layers rejected is counted (target: 
 from __future__ import annotations
 
 import argparse
-import platform
 import re
 import sys
 import tempfile
@@ -226,6 +225,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=256, help="tuning trials per workload for the false rejections")
     parser.add_argument("--out", help="also write the table to this file")
     args = parser.parse_args()
+    from tensortune.target import cpu_model
     from tensortune.workloads import get_workload
 
     start = time.perf_counter()
@@ -243,7 +243,7 @@ def main() -> None:
                 totals[layer] += 1
             rows.append(f"  {wl.key:34} {mutation:34} {', '.join(sorted(layers)) or 'NOT CAUGHT'}")
     lines = [f"verification.py --trials {args.trials}",
-             f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {platform.processor() or platform.machine()}",
+             f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {cpu_model()}",
              "", "wrong kernels and the layers that catch each alone:", *rows, "",
              f"share caught, of {made} wrong kernels:"]
     lines += [f"  {layer:44} {totals[layer] / max(made, 1):6.0%}" for layer in LAYERS]

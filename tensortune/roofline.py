@@ -16,6 +16,7 @@ be impossible, not just unlikely.
 """
 from __future__ import annotations
 
+from .target import cpuinfo
 from .workloads.registry import itemsize
 
 MAX_GHZ = 6.0
@@ -32,16 +33,9 @@ def floor_s(workload, target) -> float:
         return max(flops / GPU_PEAK_FLOPS, traffic / GPU_PEAK_BYTES_S)
     ins, out = workload.io_specs()
     narrowest = min(itemsize(dtype) for _, dtype in [*ins, out])
-    flags = _cpu_flags() or {"avx512f", "amx_tile"}  # unknown: the widest, so the floor stays a floor
+    flags = set(cpuinfo("flags").split()) or {"avx512f", "amx_tile"}  # unknown: the widest, so the floor stays a floor
     vector_bytes = 64 if "avx512f" in flags else 32 if "avx2" in flags else 16
     per_cycle = 2 * 2 * vector_bytes // narrowest * (AMX_FACTOR if "amx_tile" in flags and narrowest <= 2 else 1)
     cycles_s = target.threads * MAX_GHZ * 1e9
     return max(flops / (per_cycle * cycles_s), traffic / (3 * vector_bytes * cycles_s))
 
-
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
-    except OSError:
-        return set()

@@ -28,7 +28,7 @@ class Target:
         GPU's architecture and name."""
         if self.name == "cuda":
             return cuda_hardware(self.spec["arch"], self.gpu)
-        text = f"{_cpu_model()}|{self.spec.get('mcpu')}|{self.threads}"
+        text = f"{cpu_model()}|{self.spec.get('mcpu')}|{self.threads}"
         return f"{self.spec.get('mcpu')}-{self.threads}t-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
@@ -71,15 +71,18 @@ def local_gpu_name() -> str:
         return ""
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo, else what Python's platform module knows)."""
+    return cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def cpuinfo(field: str) -> str:
+    """The first value of `field` in /proc/cpuinfo ("model name", "flags"); "" where unknown."""
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith(field)), "")
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return ""
 
 
 # MetaSchedule's rules for a CPU can only tensorize with the x86 and Arm intrinsics, and a

@@ -170,8 +170,9 @@ def test_the_exact_layer_applies_to_sums_of_products_only():
 
 @pytest.mark.parametrize("op", ["matmul_f16", "matmul_bf16", "matmul_i8"])
 def test_each_dtype_is_checked_and_an_all_zeros_output_is_wrong(tmp_path, op):
-    """float16 at K=512, where 4 eps K exceeds 1 and an uncapped bound let zeros through;
-    bfloat16 (which NumPy lacks); int8 summed in int32, compared exactly."""
+    """float16 at K=512, where 4 eps K exceeds 1 and an uncapped bound let zeros through the
+    timed draw (which now catches them, before any other layer); bfloat16 (which NumPy
+    lacks); int8 summed in int32, compared exactly."""
     wl = get_workload(f"{os.path.dirname(__file__)}/operators/matmul_dtypes.py:{op}", "M=8,N=8,K=512")
     (a_spec, b_spec), (out_shape, out_dtype) = wl.io_specs()
     a, b = te.placeholder(a_spec[0], a_spec[1], name="a"), te.placeholder(b_spec[0], b_spec[1], name="b")
@@ -181,5 +182,6 @@ def test_each_dtype_is_checked_and_an_all_zeros_output_is_wrong(tmp_path, op):
     for name, func in kernels.items():
         path = str(tmp_path / f"{name}.so")
         tvm.compile(func, target={"kind": "llvm"}).export_library(path)
-        status[name] = tasks.run(tasks.RunTask(wl.ident, path, Timing(3, 1), seed=0))["status"]
-    assert status == {"correct": "ok", "zeros": "wrong"}
+        status[name] = tasks.run(tasks.RunTask(wl.ident, path, Timing(3, 1), seed=0))
+    assert {name: s["status"] for name, s in status.items()} == {"correct": "ok", "zeros": "wrong"}
+    assert "draw:" not in status["zeros"]["reason"]  # the timed draw caught it, not a later layer

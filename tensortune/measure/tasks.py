@@ -156,7 +156,7 @@ def tolerance(dtype: str, reduction_length: int) -> float:
     terms' rounding grows with the root of the length: a few percent at 4096)."""
     if not runner.is_float(dtype):
         return 0.0  # integers and booleans are exact
-    return min(max(4 * float(checks.epsilon(dtype)) * reduction_length, 1e-6), TOLERANCE_CAP)
+    return min(max(4 * checks.epsilon(dtype) * reduction_length, 1e-6), TOLERANCE_CAP)
 
 
 def run(task: RunTask) -> dict:

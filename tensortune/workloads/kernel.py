@@ -7,7 +7,6 @@ lowers it differently) never does. Worker processes rebuild it from its JSON tex
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
@@ -47,13 +46,7 @@ class KernelWorkload(Workload):
 
     @property
     def key(self) -> str:
-        if "key" not in self._cache:
-            import tvm
-            import tvm_ffi
-
-            text = f"{tvm_ffi.structural_hash(self.prim_func())}|tvm {tvm.__version__}"
-            self._cache["key"] = f"{self.name}#{hashlib.sha1(text.encode()).hexdigest()[:12]}"
-        return self._cache["key"]
+        return f"{self.name}#{self.digest}"
 
     @property
     def ident(self) -> tuple:

@@ -54,15 +54,19 @@ class Workload:
         the TVM version: two files defining `op.py:f`, or an edited one, never share records
         (the built-in operators change only with tensortune itself)."""
         key = self.name + "(" + ",".join(f"{p}={v}" for p, v in self.kwargs.items()) + ")"
-        if self.family.source is None:
-            return key
+        return key if self.family.source is None else f"{key}#{self.digest}"
+
+    @property
+    def digest(self) -> str:
+        """12 hex digits of the TensorIR's structural hash and the TVM version (which lowers
+        it): equal only for the same computation under the same TVM."""
         if "digest" not in self._cache:
             import tvm
             import tvm_ffi
 
             text = f"{tvm_ffi.structural_hash(self.prim_func())}|tvm {tvm.__version__}"
             self._cache["digest"] = hashlib.sha1(text.encode()).hexdigest()[:12]
-        return f"{key}#{self._cache['digest']}"
+        return self._cache["digest"]
 
     @property
     def kwargs(self) -> dict[str, int]:
