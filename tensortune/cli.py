@@ -86,7 +86,8 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
                                                  "or a zoo model: resnet18, mobilenet_v2, bert_layer, gpt_block, ..."),
                trials: int = typer.Option(..., "--trials", min=1, help="search trials for the whole model, earlier runs' included"),
                strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe"),
-               space: str = typer.Option("sketch", "--space", help="sketch (any kernel) | cpu-template"),
+               space: str = typer.Option("sketch", "--space", help="sketch (any kernel) | cpu-template | cuda-template"),
+               target: str = TARGET, arch: str = ARCH,
                out_dir: Optional[str] = typer.Option(None, "--out", help="folder for the tuned model (model.so, "
                                                      "model.json): tensortune.load(folder) calls it from torch"),
                seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
@@ -98,11 +99,13 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     from .report import model_json, model_table
     from .search import strategy_class
     from .space import check_fits
+    from .target import check_runnable
     from .tuner import TuneConfig
 
     if strategy_class(strategy) is None:
         raise UserError("--strategy metaschedule tunes single operators; for a model use random, evolutionary, bo or tpe")
-    tgt = _target("cpu", threads, mcpu)
+    tgt = _target(target, threads, mcpu, arch)
+    check_runnable(tgt, model)
     os.environ["TVM_NUM_THREADS"] = str(tgt.threads)  # the model is checked and timed in this process too
     check_fits(space, tgt.spec)
     name, (module, inputs) = load_factory(model)
@@ -236,19 +239,34 @@ app.add_typer(batch_app, name="batch")
 
 
 @batch_app.command("export")
-def batch_export(workloads: list[str] = typer.Argument(..., help="presets (gemm-1024 ...) or FAMILY:SHAPE (gemm:M=64,N=64,K=64)"),
+def batch_export(workloads: Optional[list[str]] = typer.Argument(None, help="presets (gemm-1024 ...) or FAMILY:SHAPE (gemm:M=64,N=64,K=64)"),
+                 model: Optional[str] = typer.Option(None, "--model", help="a model's kernels instead: FILE.py:FACTORY or a zoo model"),
+                 space: Optional[str] = typer.Option(None, "--space", help="the target's template (default for "
+                                                     "workloads) | sketch (default for --model)"),
                  target: str = TARGET, arch: str = ARCH,
                  count: int = typer.Option(256, "--count", min=0, help="candidates per workload besides naive and hand"),
                  seed: int = typer.Option(0, "--seed"), threads: Optional[int] = THREADS,
                  mcpu: Optional[str] = MCPU, out_dir: str = typer.Option(..., "--out", help="a new folder for the batch")) -> None:
-    """Build naive, hand and COUNT candidates per workload into a batch folder to carry to the machine that runs them."""
-    from .batch import export_batch
+    """Build naive, hand and COUNT candidates per workload (or per kernel of a model) into a batch folder to carry to the machine that runs them."""
+    from .batch import export_batch, export_model_batch
+    from .space import TEMPLATES, check_fits
     from .workloads import get_workload
 
-    wls = [get_workload(*w.split(":", 1)) if ":" in w and ".py:" not in w else get_workload(w) for w in workloads]
+    if bool(workloads) == bool(model):
+        raise UserError("name the workloads to export, or --model MODEL, not both")
     tgt = _target(target, threads, mcpu, arch)
+    space = space or ("sketch" if model else TEMPLATES[tgt.spec["kind"]])
+    check_fits(space, tgt.spec)
     report = lambda wl, n: err.print(f"built {n} candidates of {wl.preset or wl.key}")  # noqa: E731
-    manifest = export_batch(wls, tgt, Path(out_dir), count, seed, progress=report)
+    if model:
+        from .model import import_model, load_factory
+
+        name, (module, inputs) = load_factory(model)
+        imported = import_model(name, module, inputs, tgt.spec)
+        manifest = export_model_batch(imported, tgt, Path(out_dir), count, seed, space, progress=report)
+    else:
+        wls = [get_workload(*w.split(":", 1)) if ":" in w and ".py:" not in w else get_workload(w) for w in workloads]
+        manifest = export_batch(wls, tgt, Path(out_dir), count, seed, progress=report, space=space)
     out.print(f"wrote {out_dir}: {len(manifest['candidates'])} kernels ({len(manifest['failed'])} failed to build); "
               f"run it with: python {out_dir}/runner.py {out_dir}")
 

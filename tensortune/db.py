@@ -109,15 +109,16 @@ class Database:
         rows = self.conn.execute(query + (" WHERE workload=?" if workload else ""), (workload,) if workload else ())
         return [Task(*row) for row in rows]
 
-    def add_model(self, model) -> None:
-        """A model's kernels (model.importer.ImportedModel), once; known kernels are kept."""
+    def add_model(self, name: str, key: str, kernels: list[dict]) -> None:
+        """A model's kernels (as model.importer.ImportedModel.kernel_rows gives them), once;
+        known kernels are kept."""
         now = time.time()
         with self.conn:
             self.conn.executemany("INSERT OR IGNORE INTO kernels (key, name, source) VALUES (?,?,?)",
-                                  [(k.workload.key, k.workload.name, k.workload.source) for k in model.kernels])
+                                  [(k["key"], k["name"], k["source"]) for k in kernels])
             self.conn.executemany("INSERT OR IGNORE INTO models VALUES (?,?,?,?,?,?,?)",
-                                  [(model.name, model.key, k.workload.key, k.name, k.calls, k.outputs, now)
-                                   for k in model.kernels])
+                                  [(name, key, k["key"], k["function"], k["calls"], k["outputs"], now)
+                                   for k in kernels])
 
     def kernel_source(self, key: str) -> tuple[str, str] | None:
         """(name, TensorIR JSON) of a kernel extracted from a model, or None."""

@@ -29,9 +29,9 @@ def load(folder: str | os.PathLike):
                     "write one with 'tensortune tune-model --out' or 'tensortune export'")
 
 
-def _prepared(tensor, spec: dict, what: str):
-    """The tensor as a kernel may read it: checked against the expected shape and dtype,
-    contiguous and aligned (copied when it is not)."""
+def _prepared(tensor, spec: dict, what: str, device: str):
+    """The tensor as a kernel may read it: checked against the expected shape, dtype and
+    device ("cpu" or "cuda"), contiguous and aligned (copied when it is not)."""
     import torch
 
     dtype = getattr(torch, spec["dtype"])
@@ -40,13 +40,19 @@ def _prepared(tensor, spec: dict, what: str):
     if list(tensor.shape) != list(spec["shape"]) or tensor.dtype != dtype:
         raise UserError(f"{what}: expected shape {tuple(spec['shape'])} {spec['dtype']}, "
                         f"got {tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}")
-    if tensor.device.type != "cpu":
-        raise UserError(f"{what}: expected a CPU tensor, got one on {tensor.device}")
+    if tensor.device.type != device:
+        raise UserError(f"{what}: expected a tensor on {device} (the device its kernels were built for), "
+                        f"got one on {tensor.device}; move it with .to('{device}')")
     if tensor.requires_grad:
         tensor = tensor.detach()
     if not tensor.is_contiguous() or tensor.data_ptr() % ALIGNMENT:
         tensor = tensor.clone(memory_format=torch.contiguous_format)  # a fresh, aligned allocation
     return tensor
+
+
+def _device(meta: dict) -> str:
+    """Where the kernels run, as torch names it: "cuda" for a GPU target, else "cpu"."""
+    return "cuda" if meta["target"]["kind"] == "cuda" else "cpu"
 
 
 def _threads(count: int) -> None:
@@ -63,7 +69,9 @@ class TunedModel:
         import tvm
         from tvm import relax
 
-        self._vm = relax.VirtualMachine(tvm.runtime.load_module(str(folder / "model.so")), tvm.cpu())
+        self.device = _device(self.meta)
+        dev = tvm.cuda(0) if self.device == "cuda" else tvm.cpu()
+        self._vm = relax.VirtualMachine(tvm.runtime.load_module(str(folder / "model.so")), dev)
         self._main = self._vm["main"]
 
     def __call__(self, *inputs):
@@ -73,7 +81,8 @@ class TunedModel:
         specs = self.meta["inputs"]
         if len(inputs) != len(specs):
             raise UserError(f"{self.meta['model']} takes {len(specs)} inputs, got {len(inputs)}")
-        args = [tvm.runtime.from_dlpack(_prepared(t, s, f"input {i}")) for i, (t, s) in enumerate(zip(inputs, specs))]
+        args = [tvm.runtime.from_dlpack(_prepared(t, s, f"input {i}", self.device))
+                for i, (t, s) in enumerate(zip(inputs, specs))]
         out = self._main(*args)
         outs = [torch.from_dlpack(o) for o in out]
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -87,6 +96,7 @@ class TunedKernel:
         _threads(self.meta.get("threads", 1))
         import tvm
 
+        self.device = _device(self.meta)
         self._main = tvm.runtime.load_module(str(folder / "kernel.so"))[self.meta["entry"]]
 
     def __call__(self, *inputs):
@@ -96,8 +106,8 @@ class TunedKernel:
         specs, out = self.meta["inputs"], self.meta["output"]
         if len(inputs) != len(specs):
             raise UserError(f"{self.meta['workload']} takes {len(specs)} inputs, got {len(inputs)}")
-        prepared = [_prepared(t, s, f"input {i}") for i, (t, s) in enumerate(zip(inputs, specs))]
-        result = torch.empty(out["shape"], dtype=getattr(torch, out["dtype"]))
+        prepared = [_prepared(t, s, f"input {i}", self.device) for i, (t, s) in enumerate(zip(inputs, specs))]
+        result = torch.empty(out["shape"], dtype=getattr(torch, out["dtype"]), device=self.device)
         self._main(*[tvm.runtime.from_dlpack(t) for t in prepared], tvm.runtime.from_dlpack(result))
         return result
 

@@ -52,11 +52,20 @@ def make_target(name: str, threads: int, mcpu: str | None = None, arch: str = "s
     return Target(name, {"kind": "llvm", "mcpu": mcpu, "num-cores": threads}, threads)
 
 
-def check_runnable(target: Target) -> None:
-    """Kernels for this target can run on this machine, or a UserError saying what to do."""
+def tvm_target(spec: dict):
+    """TVM's Target for a spec; a GPU's host code is compiled for this CPU (LLVM)."""
+    import tvm
+
+    return tvm.target.Target(spec, host={"kind": "llvm"}) if spec["kind"] == "cuda" else tvm.target.Target(spec)
+
+
+def check_runnable(target: Target, model: str | None = None) -> None:
+    """Kernels for this target can run on this machine, or a UserError saying what to do
+    (for a model's kernels, `model` is how the user named it)."""
     if target.name == "cuda" and not target.gpu:
-        raise UserError("no CUDA GPU here (or no driver): build a batch with 'tensortune batch export ... --target "
-                        "cuda --out BATCH', run 'python BATCH/runner.py BATCH' on the GPU host, then "
+        what = f"--model {model}" if model else "WORKLOAD ..."
+        raise UserError(f"no CUDA GPU here (or no driver): build a batch with 'tensortune batch export {what} "
+                        "--target cuda --out BATCH', run 'python BATCH/runner.py BATCH' on the GPU host, then "
                         "'tensortune batch import BATCH'")
 
 

@@ -1,5 +1,7 @@
 """Whole models: import, tune with one budget, build, check against torch, load back into torch."""
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +166,48 @@ def test_tune_model_from_the_command_line_then_show(tmp_path):
     assert (tmp_path / "tuned" / "model.so").is_file()
     shown = cli("show", "conv_block", "--db", "t.db", cwd=tmp_path)
     assert shown.returncode == 0 and "3 kernels" in shown.stdout and "4 trials" in shown.stdout, shown.stderr
+
+
+def test_a_model_batch_built_here_runs_elsewhere_and_tune_model_resumes_from_it(tmp_path, in_process_cli):
+    code, _, stderr = in_process_cli("batch", "export", "--model", "conv_block", "--space", "cpu-template",
+                                     "--count", "2", "--out", "b", cwd=tmp_path)
+    assert code == 0, stderr
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    model = _imported("conv_block")
+    defaults = [c["workload"] for c in manifest["candidates"] if c["label"] == "default"]
+    assert sorted(defaults) == sorted(k.workload.key for k in model.kernels)  # every kernel's baseline
+    env = dict(os.environ, TVM_USE_RUNTIME_LIB="1", TVM_NUM_THREADS="2")  # the runner needs TVM's runtime only
+    ran = subprocess.run([sys.executable, str(tmp_path / "b" / "runner.py"), str(tmp_path / "b")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    code, _, stderr = in_process_cli("batch", "import", "b", "--db", "t.db", cwd=tmp_path)
+    assert code == 0, stderr
+    searched = sum(c["label"] == "search" for c in manifest["candidates"] + manifest["failed"])
+    code, shown, stderr = in_process_cli("show", "conv_block", "--db", "t.db", cwd=tmp_path)
+    assert code == 0 and "3 kernels" in shown and shown.count("2 trials, default") == 3, shown + stderr
+
+    db = Database(str(tmp_path / "t.db"))
+    count = "SELECT count(*) FROM records"
+    before = db.conn.execute(count).fetchone()[0]
+    config = TuneConfig(trials=searched, batch=4, space="cpu-template")
+    summary = tune_model(model, make_target("cpu", 2), db, config, FAST)
+    # the batch's results are the model's records: no default measured again, no trial repeated
+    assert summary.new_trials == 0 and db.conn.execute(count).fetchone()[0] == before
+    built = build_model(model, make_target("cpu", 2), db)
+    assert built.error <= tolerance("float32")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_model_builds_for_a_gpu_here(tmp_path):
+    from tensortune.batch import export_model_batch
+    from tensortune.model.build import compile_model
+
+    target = make_target("cuda", 1)
+    module, inputs = zoo.conv_block()
+    model = import_model("conv_block", module, inputs, target.spec)
+    manifest = export_model_batch(model, target, tmp_path / "b", count=1, config=FAST)
+    defaults = {c["workload"] for c in manifest["candidates"] if c["label"] == "default"}
+    assert defaults == {k.workload.key for k in model.kernels}  # DLight schedules every kernel for the GPU
+    assert all((tmp_path / "b" / c["artifact"]).with_suffix(".fatbin").is_file() for c in manifest["candidates"])
+    # the whole model, every kernel at its default, builds for the GPU (running it needs one)
+    assert compile_model(model, target, {}) is not None

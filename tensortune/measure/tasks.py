@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..target import tvm_target
 from ..workloads.registry import resolve
 from . import checks, runner
 from .config import Timing
@@ -47,7 +48,7 @@ def build(task: BuildTask) -> float:
 
     start = time.perf_counter()
     cuda = task.target["kind"] == "cuda"
-    target = tvm.target.Target(task.target, host={"kind": "llvm"}) if cuda else tvm.target.Target(task.target)
+    target = tvm_target(task.target)
     lib = tvm.compile(tvm.ir.load_json(task.module), target=target)
     lib.export_library(task.path)
     if cuda:

@@ -15,9 +15,9 @@ import numpy as np
 
 from ..db import Database
 from ..errors import UserError
-from ..measure.runner import verify
-from ..space import make_space, stored_space
-from ..target import Target
+from ..measure.runner import device_of, verify
+from ..space import DefaultSpace, make_space, stored_space
+from ..target import Target, tvm_target
 from .importer import ImportedModel
 from .scheduler import stored_default
 
@@ -65,13 +65,13 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
 def build_checked(model: ImportedModel, target: Target, funcs: dict, seconds: dict, seed: int) -> BuiltModel:
     inputs, expected = fresh_case(model, seed)
     executable = compile_model(model, target, funcs)
-    error = compare(run(executable, inputs), expected)
+    error = compare(run(executable, inputs, target.spec["kind"]), expected)
     fell_back: dict[str, str] = {}
     if error > tolerance(expected[0].dtype) and funcs:
         for name in list(funcs):
             trial = {n: f for n, f in funcs.items() if n != name}
             candidate = compile_model(model, target, trial)
-            trial_error = compare(run(candidate, inputs), expected)
+            trial_error = compare(run(candidate, inputs, target.spec["kind"]), expected)
             if trial_error <= tolerance(expected[0].dtype):
                 fell_back[name] = f"the model with it differed from torch by {error:.1e} (relative)"
                 funcs, executable, error = trial, candidate, trial_error
@@ -84,27 +84,29 @@ def build_checked(model: ImportedModel, target: Target, funcs: dict, seconds: di
 
 
 def compile_model(model: ImportedModel, target: Target, funcs: dict):
-    """The model's module with `funcs` (function name -> scheduled PrimFunc) swapped in, built
-    for the Relax VM by TVM's remaining CPU passes (lowering the dataflow, memory planning)."""
+    """The model's module with `funcs` (function name -> scheduled PrimFunc) swapped in, and
+    every other kernel at its default (TVM's own schedule, see space.DefaultSpace), built for
+    the Relax VM by TVM's remaining passes (lowering the dataflow, memory planning)."""
     import tvm
-    from tvm import relax
 
     mod = tvm.IRModule(dict(model.mod.functions), attrs=model.mod.attrs)
-    for gv in list(mod.functions):
-        if gv.name_hint in funcs:
-            mod[gv] = funcs[gv.name_hint].without_attr("global_symbol").with_attrs(dict(model.mod[gv].attrs or {}))
-    spec = tvm.target.Target(target.spec)
+    for kernel in model.kernels:
+        func = funcs.get(kernel.name) or DefaultSpace(kernel.workload, target.spec).apply({}).mod["main"]
+        gv = mod.get_global_var(kernel.name)
+        mod[gv] = func.without_attr("global_symbol").with_attrs(dict(model.mod[gv].attrs or {}))
+    spec = tvm_target(target.spec)
     return tvm.compile(mod, target=spec, relax_pipeline=lowering(spec))
 
 
 def lowering(spec):
-    """TVM's CPU passes after fusion (lowering the dataflow, memory planning), as a pipeline.
-    TVM 0.27's `relax.pipeline.dataflow_lower_passes` fails for CPUs (not exported there)."""
+    """TVM's passes after fusion (lowering the dataflow, memory planning) for the target, as
+    a pipeline. TVM 0.27's `relax.pipeline.dataflow_lower_passes` fails for CPUs (not
+    exported there), so each backend's own lists are used."""
     import tvm
     from tvm import relax
 
-    passes = relax.backend.cpu_generic.pipeline.dataflow_lower_passes(spec) + relax.pipeline.finalize_passes(spec)
-    return tvm.transform.Sequential(passes)
+    backend = relax.backend.cuda.pipeline if spec.kind.name == "cuda" else relax.backend.cpu_generic.pipeline
+    return tvm.transform.Sequential(backend.dataflow_lower_passes(spec) + backend.finalize_passes(spec))
 
 
 def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -120,12 +122,14 @@ def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[
     return [t.numpy() for t in inputs], [t.detach().numpy() for t in outs]
 
 
-def run(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def run(executable, inputs: list[np.ndarray], kind: str = "llvm") -> list[np.ndarray]:
+    """The built model's outputs for `inputs`, run on the target kind's device."""
     import tvm
     from tvm import relax
 
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
+    dev = device_of(kind)
+    vm = relax.VirtualMachine(executable, dev)
+    out = vm["main"](*[tvm.runtime.tensor(a, dev) for a in inputs])
     return [o.numpy() for o in (out if not hasattr(out, "numpy") else [out])]
 
 

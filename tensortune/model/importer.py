@@ -49,6 +49,12 @@ class ImportedModel:
         return f"{self.name}#{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 
+    def kernel_rows(self) -> list[dict]:
+        """What the records keep of each kernel (see Database.add_model), as plain data."""
+        return [{"function": k.name, "key": k.workload.key, "name": k.workload.name, "source": k.workload.source,
+                 "calls": k.calls, "outputs": k.outputs} for k in self.kernels]
+
+
 def load_factory(spec: str):
     """(module, example inputs) from 'FILE.py:FACTORY', or from a zoo model's name."""
     from . import zoo
@@ -119,12 +125,14 @@ def to_relax(name: str, module, example_inputs: tuple):
 
 
 def lower_and_fuse(mod, target_spec: dict):
-    """TVM's lowering to TensorIR and fusion for the target (the passes tvm.compile runs)."""
+    """TVM's lowering to TensorIR and fusion for the target (the passes tvm.compile runs),
+    leaving every kernel unscheduled: for a GPU, TVM's own legalisation would also give each
+    kernel its default schedule (DLight), and a scheduled kernel is no longer a search space."""
     import tvm
     from tvm import relax
 
     target = tvm.target.Target(target_spec)
-    passes = [*relax.pipeline.library_dispatch_passes(target), *relax.pipeline.legalize_passes(target)]
+    passes = [*relax.pipeline.library_dispatch_passes(target), *relax.backend.cpu_generic.pipeline.legalize_passes(target)]
     with target:
         return tvm.transform.Sequential(passes)(mod)
 

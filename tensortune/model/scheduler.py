@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..db import Database, Task
 from ..measure import Measurer, MeasureConfig, Result
-from ..space import TEMPLATES, make_space
+from ..space import DefaultSpace
 from ..target import Target, check_runnable
 from ..tuner import TaskTuner, TuneConfig
 from .importer import ImportedModel, ModelKernel
@@ -79,10 +79,9 @@ def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneC
 
 def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
     start = time.perf_counter()
-    db.add_model(model)
-    template = TEMPLATES[target.spec["kind"]]
+    db.add_model(model.name, model.key, model.kernel_rows())
     with Measurer(None, target.spec, measure) as measurer:
-        states = [_state(k, target, db, config, measurer, template) for k in model.kernels]
+        states = [_state(k, target, db, config, measurer) for k in model.kernels]
         tuned = [s for s in states if s.tuner]
         past = sum(s.tuner.trials for s in tuned)
         done = past
@@ -99,14 +98,13 @@ def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
     return ModelSummary(model, states, done, done - past, time.perf_counter() - start)
 
 
-def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig, measurer: Measurer,
-           template: str) -> TaskState:
+def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig, measurer: Measurer) -> TaskState:
     """The kernel's default, measured once and stored; a tuner for a kernel that can be tuned."""
     default = stored_default(db, kernel.workload.key, target)
     if default is None:
-        default_space = make_space(template, kernel.workload, target.spec)
-        (default,) = measurer.measure([default_space.named("naive")], space=default_space)
-        db.add(default_task(kernel.workload.key, target), "default", [default_space.named("naive")], [default])
+        default_space = DefaultSpace(kernel.workload, target.spec)
+        (default,) = measurer.measure([{}], space=default_space)
+        db.add(default_task(kernel.workload.key, target), "default", [{}], [default])
     if not kernel.tunable or not default.ok:
         return TaskState(kernel, default)
     tuner = TaskTuner(kernel.workload, target, db, config)
@@ -126,8 +124,8 @@ def _gain(before: float, after: float) -> float:
 
 
 def default_task(key: str, target: Target) -> Task:
-    """Where a kernel's default is stored: its task in the target's template space."""
-    return Task(key, target.name, target.hardware, TEMPLATES[target.spec["kind"]])
+    """Where a kernel's default is stored: its task in the default space (TVM's own schedule)."""
+    return Task(key, target.name, target.hardware, DefaultSpace.name)
 
 
 def stored_default(db: Database, key: str, target: Target) -> Result | None:

@@ -3,6 +3,7 @@ from ..errors import UserError
 from .base import InvalidPoint, KnobSpace, Point, point_from_json, point_key
 from .cpu_template import CpuTemplateSpace
 from .cuda_template import CudaTemplateSpace, GpuLimits
+from .default import DefaultSpace
 from .sketch import SketchSpace, TraceSpace
 
 SPACES = {CpuTemplateSpace.name: CpuTemplateSpace, CudaTemplateSpace.name: CudaTemplateSpace,
@@ -23,6 +24,8 @@ def check_fits(name: str, target_spec: dict | None) -> None:
 def make_space(name: str, workload, target_spec: dict | None = None) -> KnobSpace:
     """`target_spec` (TVM's dict form) is needed by target-derived spaces ('sketch', and
     'cuda-template' for the GPU's limits)."""
+    if name == DefaultSpace.name:  # TVM's own schedule: a model kernel's baseline
+        return DefaultSpace(workload, target_spec)
     if name == TraceSpace.name:  # MetaSchedule's own records (--strategy metaschedule)
         return TraceSpace(SketchSpace(workload, target_spec))
     check_fits(name, target_spec)
@@ -39,5 +42,5 @@ def stored_space(space: str, label: str, target_spec: dict) -> str:
     return TEMPLATES[target_spec["kind"]] if label in ("naive", "hand") else space
 
 
-__all__ = ["SPACES", "TEMPLATES", "check_fits", "CpuTemplateSpace", "CudaTemplateSpace", "GpuLimits", "SketchSpace", "InvalidPoint", "KnobSpace", "Point", "make_space", "stored_space", "TraceSpace",
+__all__ = ["SPACES", "TEMPLATES", "check_fits", "CpuTemplateSpace", "CudaTemplateSpace", "DefaultSpace", "GpuLimits", "SketchSpace", "InvalidPoint", "KnobSpace", "Point", "make_space", "stored_space", "TraceSpace",
            "point_from_json", "point_key"]

@@ -1,0 +1,40 @@
+"""TVM's own schedule of a kernel: the baseline every kernel of a model is measured against,
+and what a kernel never tuned keeps in the built model.
+
+On a CPU that is the unscheduled function (LLVM vectorises what it can, nothing runs in
+parallel); on a GPU, where an unscheduled function cannot even build, it is DLight's default
+rules, as TVM's own CUDA pipeline applies them. The space has one point, `{}`.
+"""
+from __future__ import annotations
+
+from .base import InvalidPoint, KnobSpace, Point, first_line
+
+
+class DefaultSpace(KnobSpace):
+    name = "default"
+
+    def __init__(self, workload, target_spec: dict):
+        self.workload, self.target_spec = workload, target_spec
+        super().__init__([])
+
+    def named(self, name: str) -> Point:
+        if name != "default":
+            raise InvalidPoint(f"the default space has one point, 'default', not '{name}'")
+        return {}
+
+    def schedule(self, point: Point):
+        import tvm
+        from tvm import s_tir
+
+        mod = tvm.IRModule({"main": self.workload.prim_func()})
+        if self.target_spec["kind"] == "cuda":
+            from tvm.s_tir import dlight as dl
+
+            rules = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                            dl.gpu.GeneralReduction(), dl.gpu.Fallback())
+            try:
+                with tvm.target.Target(self.target_spec):
+                    mod = rules(mod)
+            except Exception as err:  # TVM reports schedule errors as assorted exception types
+                raise InvalidPoint(f"DLight cannot schedule {self.workload.key}: {first_line(err)}") from None
+        return s_tir.Schedule(mod)
