@@ -211,3 +211,12 @@ def test_a_model_builds_for_a_gpu_here(tmp_path):
     assert all((tmp_path / "b" / c["artifact"]).with_suffix(".fatbin").is_file() for c in manifest["candidates"])
     # the whole model, every kernel at its default, builds for the GPU (running it needs one)
     assert compile_model(model, target, {}) is not None
+
+
+def test_tune_model_for_a_gpu_without_one_says_how_to_send_a_batch(tmp_path, in_process_cli):
+    if make_target("cuda", 1).gpu:
+        pytest.skip("this machine has a GPU")
+    code, _, stderr = in_process_cli("tune-model", "conv_block", "--trials", "4", "--target", "cuda", "--db", "t.db",
+                                     cwd=tmp_path)
+    assert code == 2 and "batch export --model conv_block --target cuda" in stderr, stderr
+    assert not (tmp_path / "t.db").exists()
