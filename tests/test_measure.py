@@ -185,3 +185,49 @@ def test_each_dtype_is_checked_and_an_all_zeros_output_is_wrong(tmp_path, op):
         status[name] = tasks.run(tasks.RunTask(wl.ident, path, Timing(3, 1), seed=0))
     assert {name: s["status"] for name, s in status.items()} == {"correct": "ok", "zeros": "wrong"}
     assert "draw:" not in status["zeros"]["reason"]  # the timed draw caught it, not a later layer
+
+
+class MemorisingSpace:
+    """A test double for a search space: its one point is a kernel that has memorised the
+    outputs of every input draw of the given seeds, and outputs zeros for any other input
+    (what a kernel written to pass one fixed test would do)."""
+
+    name = "memorising"
+
+    def __init__(self, workload, seeds):
+        self.workload = workload
+        self.memo = []
+        for seed in seeds:
+            inputs, expected, _ = tasks.case(workload.ident, seed)
+            self.memo.append((inputs, expected))
+            self.memo += [(draw, out) for _, draw, out, _, _ in tasks.layers(workload.ident, seed)[1]]
+
+    def apply(self, point):
+        from tvm import s_tir, tirx
+
+        ins, (shape, dtype) = self.workload.io_specs()
+        placeholders = [te.placeholder(s, d, name=f"in{n}") for n, (s, d) in enumerate(ins)]
+
+        def value(i, j):
+            out = tirx.const(0, dtype)
+            for inputs, expected in self.memo:
+                same = [placeholders[n][p] == tirx.const(float(v), d) for n, (a, (_, d)) in enumerate(zip(inputs, ins))
+                        for p, v in np.ndenumerate(a)]
+                memo = [[tirx.const(float(expected[r, c]), dtype) for c in range(shape[1])] for r in range(shape[0])]
+                pick = tirx.Select(i == 0, tirx.Select(j == 0, memo[0][0], memo[0][1]),
+                                   tirx.Select(j == 0, memo[1][0], memo[1][1]))
+                out = tirx.Select(tirx.all(*same), pick, out)
+            return out
+
+        return s_tir.Schedule(te.create_prim_func([*placeholders, te.compute(shape, value, name="out")]))
+
+
+def test_every_round_draws_fresh_inputs_so_a_memorised_test_fails_the_next_round():
+    workload = get_workload("gemm", "M=2,N=2,K=2")
+    config = MeasureConfig(threads=1, repeat=2, min_repeat_ms=1)
+    space = MemorisingSpace(workload, seeds=range(config.seed, config.seed + 3))  # the first draws a run may use
+    with Measurer(space, {"kind": "llvm"}, config) as measurer:
+        first = measurer.measure([{}])[0]
+        later = [measurer.measure([{}])[0] for _ in range(3)]
+    assert first.ok, first.reason  # it passes the draws it memorised ...
+    assert not any(r.ok for r in later)  # ... and none drawn afresh later

@@ -22,6 +22,7 @@ class Measurer:
         self.space, self.target, self.config = space, target, config
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.serial = itertools.count()
+        self.rounds = itertools.count()  # fresh input draws each round (see _seed)
         # libraries of kernels that ran correctly, kept until close: a point measured again
         # (the final re-timing of the best, a re-check) is not compiled again
         self.built: dict[tuple, tuple[str, float]] = {}  # (workload, space, point) -> (path, build seconds)
@@ -43,7 +44,7 @@ class Measurer:
         # (enough for the careful timing of one just under it); slower ones are stopped
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
         device = "cuda" if self.target["kind"] == "cuda" else "cpu"
-        seed = cfg.seed + 1 if final else cfg.seed  # the final re-check of the winners is on fresh inputs
+        seed = self._seed(space.workload, final)
         runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, seed, device) for i in built],
                                run_timeout)
         results = [build_failure(b) for b in builds]
@@ -55,6 +56,16 @@ class Measurer:
                 for leftover in glob.glob(os.path.splitext(paths[i])[0] + ".*"):
                     os.remove(leftover)
         return results
+
+    def _seed(self, workload, final: bool) -> int:
+        """The seed of this round's input draws. A workload with a NumPy reference gets fresh
+        draws every round (its expected outputs are cheap to recompute), so no kernel is
+        accepted because it suits one fixed draw; one checked against its own unscheduled
+        kernel (a model's) keeps one seed for search, as recomputing costs a slow reference
+        run per draw, and its winners are re-checked on a second seed (`final`)."""
+        if workload.family.reference is not None:
+            return self.config.seed + 2 + next(self.rounds)
+        return self.config.seed + 1 if final else self.config.seed
 
     def _build_once(self, points: list[dict], keys: list[tuple], space) -> tuple[list[str], list[Outcome]]:
         """(library paths, build outcomes) of the points, compiling only those not built before."""

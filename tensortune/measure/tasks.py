@@ -13,7 +13,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 import numpy as np
 
@@ -65,7 +65,25 @@ def build(task: BuildTask) -> float:
     return time.perf_counter() - start
 
 
-@lru_cache(maxsize=32)  # a model's tasks share one runner
+def draws_cache(make):
+    """Cache `make(workload, seed)` in the run worker, the two latest seeds of each workload
+    (a round's draw and the winners' re-check draw): each round of a workload with a NumPy
+    reference brings a fresh seed (see Measurer._seed), and a model's tasks share one worker."""
+    cache: dict[tuple, object] = {}
+
+    @wraps(make)
+    def cached(workload: tuple, seed: int):
+        if (workload, seed) not in cache:
+            older = [key for key in cache if key[0] == workload]
+            for key in older[:-1] + (list(cache)[:1] if len(cache) >= 64 else []):
+                cache.pop(key, None)
+            cache[(workload, seed)] = make(workload, seed)
+        return cache[(workload, seed)]
+
+    return cached
+
+
+@draws_cache
 def case(workload: tuple, seed: int) -> tuple[list[np.ndarray], np.ndarray, float]:
     """Random inputs (uniform in [-1, 1]), the expected output (the NumPy reference, or
     without one the unscheduled kernel's output) and the tolerance: made once per worker,
@@ -77,7 +95,7 @@ def case(workload: tuple, seed: int) -> tuple[list[np.ndarray], np.ndarray, floa
     return inputs, expected_output(wl, inputs), tolerance(out_dtype, reduction_length(wl.prim_func()))
 
 
-@lru_cache(maxsize=32)
+@draws_cache
 def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple], tuple[int, ...]]:
     """The other checks (see checks.py): (the per-element scale of the timed draw, or None,
     the other draws as (layer, inputs, expected, tolerance, scale), and the inputs the kernel
