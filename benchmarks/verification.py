@@ -143,6 +143,8 @@ def write_into_input(lines):
     name, index = access
     indent = re.match(r"\s*", lines[update]).group(0)
     lines[update] += f"\n{indent}{name}[{index}] = {name}[{index}] * T.float32(0.5)"
+    writes = max(i for i in range(update) if "T.writes(" in lines[i])  # declared, or TVM refuses to build it
+    lines[writes] = lines[writes].replace("T.writes(", f"T.writes({name}[{index}], ", 1)
     return lines
 
 
@@ -220,6 +222,16 @@ def false_rejections(trials: int) -> list[tuple[str, int, int]]:
     return out
 
 
+def _revision() -> str:
+    """The git commit the benchmark ran from, '+edits' when the working tree differed from it."""
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
+
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+edits" if git("status", "--porcelain", "--", "..") else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=256, help="tuning trials per workload for the false rejections")
@@ -242,7 +254,7 @@ def main() -> None:
             for layer in layers:
                 totals[layer] += 1
             rows.append(f"  {wl.key:34} {mutation:34} {', '.join(sorted(layers)) or 'NOT CAUGHT'}")
-    lines = [f"verification.py --trials {args.trials}",
+    lines = [f"command: python benchmarks/verification.py {' '.join(sys.argv[1:])}   (code {_revision()}, run alone)",
              f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {cpu_model()}",
              "", "wrong kernels and the layers that catch each alone:", *rows, "",
              f"share caught, of {made} wrong kernels:"]
