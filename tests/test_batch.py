@@ -18,6 +18,7 @@ from tensortune.target import make_target
 from tensortune.workloads import get_workload
 
 QUICK = MeasureConfig(threads=2, final_repeat=3, final_min_repeat_ms=1)
+WORKLOADS = [get_workload("gemm", "M=16,N=24,K=8"), get_workload("conv1d", "M=40,N=7")]
 
 
 def run_batch(batch, *extra):
@@ -29,8 +30,7 @@ def run_batch(batch, *extra):
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     out = tmp_path_factory.mktemp("batch") / "b"
-    workloads = [get_workload("gemm", "M=16,N=24,K=8"), get_workload("conv1d", "M=40,N=7")]
-    export_batch(workloads, make_target("cpu", 2), out, count=4, config=QUICK)
+    export_batch(WORKLOADS, make_target("cpu", 2), out, count=4, config=QUICK)
     return out
 
 
@@ -55,11 +55,11 @@ def test_the_runtime_only_runner_then_import_stores_every_kernel(batch, tmp_path
 
     db = Database(str(tmp_path / "t.db"))
     summaries = import_batch(batch, db)
-    assert [s["workload"] for s in summaries] == ["gemm(M=16,N=24,K=8)", "conv1d(M=40,N=7)"]
+    assert [s["workload"] for s in summaries] == [w.key for w in WORKLOADS]
     for s in summaries:  # the summary's best is the database's: the fastest verified kernel, baselines included
         (task,) = db.tasks(s["workload"])
         assert s["correct"] == 6 and s["torch"] > 0 and s["best"] == db.best(task).result.latency
-    tasks = db.tasks("gemm(M=16,N=24,K=8)")
+    tasks = db.tasks(WORKLOADS[0].key)
     assert len(tasks) == 1 and len(db.records(tasks[0], ("naive", "hand", "search"))) == 6
     with pytest.raises(UserError, match="already imported"):
         import_batch(batch, db)

@@ -75,3 +75,13 @@ def f(N):
         keys.append(get_workload(f"{tmp_path / folder / 'op.py'}:f", "N=8").key)
         families.pop("op.f")
     assert keys[0].startswith("op.f(N=8)#") and keys[0] == keys[1] and keys[2] != keys[0]
+
+
+def test_a_built_in_operators_key_changes_with_its_computation_and_with_tvm(monkeypatch):
+    import tvm
+
+    gemm, other_shape = get_workload("gemm", "M=8,N=8,K=8"), get_workload("gemm", "M=8,N=8,K=4")
+    assert gemm.key.startswith("gemm(M=8,N=8,K=8)#") and gemm.key == get_workload("gemm", "M=8,N=8,K=8").key
+    assert gemm.digest != other_shape.digest  # the TensorIR differs
+    monkeypatch.setattr(tvm, "__version__", tvm.__version__ + ".next")
+    assert get_workload("gemm", "M=8,N=8,K=8").key != gemm.key  # a new TVM lowers it anew: new records

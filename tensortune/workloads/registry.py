@@ -50,11 +50,15 @@ class Workload:
 
     @property
     def key(self) -> str:
-        """'gemm(M=64,N=64,K=64)'. A user's operator also carries a digest of its TensorIR and
-        the TVM version: two files defining `op.py:f`, or an edited one, never share records
-        (the built-in operators change only with tensortune itself)."""
-        key = self.name + "(" + ",".join(f"{p}={v}" for p, v in self.kwargs.items()) + ")"
-        return key if self.family.source is None else f"{key}#{self.digest}"
+        """'gemm(M=64,N=64,K=64)#<digest>': the shape, then a digest of the TensorIR and the
+        TVM version, so that two files defining `op.py:f`, an edited operator (built-in ones
+        included) or a new TVM never share records."""
+        return f"{self.label}#{self.digest}"
+
+    @property
+    def label(self) -> str:
+        """'gemm(M=64,N=64,K=64)': the operator and its shape, for people."""
+        return self.name + "(" + ",".join(f"{p}={v}" for p, v in self.kwargs.items()) + ")"
 
     @property
     def digest(self) -> str:
