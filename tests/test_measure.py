@@ -231,3 +231,26 @@ def test_every_round_draws_fresh_inputs_so_a_memorised_test_fails_the_next_round
         later = [measurer.measure([{}])[0] for _ in range(3)]
     assert first.ok, first.reason  # it passes the draws it memorised ...
     assert not any(r.ok for r in later)  # ... and none drawn afresh later
+
+
+def test_a_timing_waits_while_another_process_times_on_the_cores():
+    import fcntl
+    import threading
+
+    from tensortune.measure import cores
+
+    workload = get_workload("gemm", "M=8,N=8,K=8")
+    space = make_space("cpu-template", workload, {"kind": "llvm"})
+    config = MeasureConfig(threads=1, repeat=2, min_repeat_ms=1)
+    results = []
+    with Measurer(space, {"kind": "llvm"}, config) as measurer:
+        assert measurer.measure([space.named("naive")])[0].ok  # workers started: what follows takes a second
+        with open(cores.LOCK, "a+") as other:  # as another process does while it times
+            fcntl.flock(other, fcntl.LOCK_EX)
+            waiting = threading.Thread(target=lambda: results.extend(measurer.measure([space.named("hand")])))
+            waiting.start()
+            waiting.join(5)
+            assert waiting.is_alive() and not results  # it waits its turn ...
+            fcntl.flock(other, fcntl.LOCK_UN)
+        waiting.join(120)
+    assert results and results[0].ok  # ... and measures once the cores are free

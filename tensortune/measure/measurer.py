@@ -1,7 +1,8 @@
 """Build a batch of candidates in parallel, then run them one at a time.
 
 Compiling and timing never overlap: the run worker starts timing only after every build of
-the batch has finished, so builds cannot steal the cores a timing runs on.
+the batch has finished, so builds cannot steal the cores a timing runs on; nor do another
+tensortune process's builds or timing (see cores.py).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import os
 import tempfile
 
 from ..space import InvalidPoint, point_key
-from . import tasks
+from . import cores, tasks
 from .config import MeasureConfig, Timing
 from .pool import Outcome, WorkerPool
 from .result import Result
@@ -45,8 +46,9 @@ class Measurer:
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
         device = "cuda" if self.target["kind"] == "cuda" else "cpu"
         seed = self._seed(space.workload, final)
-        runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, seed, device) for i in built],
-                               run_timeout)
+        with cores.turn(alone=True):  # no other tensortune process builds or times meanwhile
+            runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, seed, device)
+                                    for i in built], run_timeout)
         results = [build_failure(b) for b in builds]
         for i, outcome in zip(built, runs):
             results[i] = _run_result(outcome, builds[i].value)
@@ -86,8 +88,10 @@ class Measurer:
         outcomes = [_schedule(space, p) for p in points]
         todo = [i for i, o in enumerate(outcomes) if o.ok]
         jobs = [tasks.BuildTask(outcomes[i].value, self.target, paths[i]) for i in todo]
-        for i, built in zip(todo, self.builders.map(jobs, self.config.build_timeout_s)):
-            outcomes[i] = built
+        with cores.turn(alone=False):  # alongside other processes' builds, never their timing
+            built = self.builders.map(jobs, self.config.build_timeout_s)
+        for i, outcome in zip(todo, built):
+            outcomes[i] = outcome
         return outcomes
 
     def close(self) -> None:
