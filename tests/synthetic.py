@@ -16,3 +16,15 @@ def synthetic_result(point: dict) -> Result:
 
 def infeasible(point: dict) -> bool:
     return not synthetic_result(point).ok
+
+
+def needle_result(point: dict) -> Result:
+    """A needle landscape: a narrow well (1 ms at the sweet spot) in a plateau near 10 ms, so
+    that few random points see any slope (one in a hundred is under 6.2 ms); the same
+    infeasible region."""
+    result = synthetic_result(point)
+    if not result.ok:
+        return result
+    distance = sum(abs(math.log2(v[-1]) - 3) for k, v in point.items() if k.startswith("tile."))
+    latency = 1e-3 * (10 - 9 * math.exp(-distance ** 2) - (0.5 if point["parallel"] else 0))
+    return Result("ok", "", (latency,) * 3, threads=2)

@@ -6,11 +6,12 @@ from . import metaschedule
 from .base import Strategy
 from .bo import BayesianOptimisation
 from .evolutionary import Evolutionary
+from .lfbo import ClassifierGuided
 from .random_search import RandomSearch
 from .tpe import TreeParzen
 
 STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (RandomSearch, Evolutionary, BayesianOptimisation,
-                                                             TreeParzen)}
+                                                             TreeParzen, ClassifierGuided)}
 DEFAULT = Evolutionary.name
 
 
