@@ -1,4 +1,4 @@
-"""Strategy benchmark: random, evolutionary, bo and tpe on the seed CPU workloads, several
+"""Strategy benchmark: random, evolutionary, bo, tpe and lfbo on the seed CPU workloads, several
 seeds each, all drawing from one replay table per workload (each distinct point measured
 once), so strategies are compared on identical measurements. At the end the fastest points
 of the table are re-timed carefully, and the curves use those times, so that the "best
@@ -29,7 +29,7 @@ from tensortune.target import make_target
 from tensortune.workloads import get_workload
 
 WORKLOADS = ("conv1d-1024", "dwconv2d-seed", "gemm-1024")
-STRATEGIES = ("random", "evolutionary", "bo", "tpe")
+STRATEGIES = ("random", "evolutionary", "bo", "tpe", "lfbo")
 CHECKPOINTS = (16, 32, 64, 128)
 SPACE = "cpu-template"
 
