@@ -19,6 +19,8 @@ from .base import Strategy
 
 
 class ClassifierGuided(Strategy):
+    """`--strategy lfbo`: batches screened by a classifier of the best quantile (see above)."""
+
     name = "lfbo"
     requires = ("xgboost",)
     warmup = 16

@@ -11,6 +11,9 @@ from .base import InvalidPoint, KnobSpace, Point, first_line
 
 
 class DefaultSpace(KnobSpace):
+    """A kernel's default schedule on a target, as a space of one point (`{}`), so that it is
+    measured and stored like any candidate."""
+
     name = "default"
 
     def __init__(self, workload, target_spec: dict):
