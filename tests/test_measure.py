@@ -254,3 +254,31 @@ def test_a_timing_waits_while_another_process_times_on_the_cores():
             fcntl.flock(other, fcntl.LOCK_UN)
         waiting.join(120)
     assert results and results[0].ok  # ... and measures once the cores are free
+
+
+def _phases(count):
+    for _ in range(count):
+        start_clock()  # a next phase: the limit starts again
+        time.sleep(0.3)
+    return "done"
+
+
+def test_the_run_limit_covers_each_phase_of_a_task_not_all_of_them():
+    """A kernel is checked on several draws, then timed: on a large output the checks
+    together outlasted the limit (correct gemm-1024 kernels came back run_timeout)."""
+    with WorkerPool(1, _phases, self_timed=True) as pool:
+        outcomes = pool.map([4], timeout_s=0.6)
+    assert outcomes[0].value == "done"
+
+
+def test_each_checked_call_and_the_timing_begin_a_phase(tmp_path, target_spec):
+    workload = get_workload("gemm", "8,8,8")
+    space = make_space("cpu-template", workload, target_spec)
+    path = str(tmp_path / "naive.so")
+    tvm.compile(space.apply(space.named("naive")).mod, target=tvm.target.Target(target_spec)).export_library(path)
+    inputs, expected, limit = tasks.case(workload.ident, 0)
+    scale, draws, written = tasks.layers(workload.ident, 0)
+    phases = []
+    result = runner.run_kernel(runner.load(path, "cpu"), "cpu", inputs, expected, limit, Timing(2, 1), scale=scale,
+                               draws=draws, written=written, phase=lambda: phases.append(1))
+    assert result["status"] == "ok" and len(phases) == 1 + len(draws) + 1

@@ -13,7 +13,9 @@ A task's time limit counts from when its work starts, never from when it was sen
 that was just (re)started may spend seconds importing before it takes the task, and a
 handler may prepare (load inputs, a library) before the part that can hang. The worker says
 when the clock starts: on taking the task or, in a pool made with `self_timed=True`, when
-the handler calls `start_clock()` (until then, only STARTUP_LIMIT_S applies).
+the handler calls `start_clock()` (until then, only STARTUP_LIMIT_S applies). A handler
+whose task has several phases (a kernel checked on several draws, then timed) calls it at
+the start of each: every phase gets the whole limit.
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ _connection = None  # in a worker process: the pipe to the pool
 
 def start_clock() -> None:
     """Called by a handler, in a worker, when the part of its task that the time limit
-    covers begins (after its own set-up). A no-op outside a worker."""
+    covers begins (after its own set-up), or a next phase of it: the limit starts again.
+    A no-op outside a worker."""
     if _connection is not None:
         _connection.send(_CLOCK)
 

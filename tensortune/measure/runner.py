@@ -127,18 +127,22 @@ CANARY = 0xA5  # the guards' bytes: a write out of bounds changes some
 
 
 def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray, tolerance: float, timing,
-               scale: np.ndarray | None = None, draws=(), written: tuple[int, ...] = ()) -> dict:
+               scale: np.ndarray | None = None, draws=(), written: tuple[int, ...] = (),
+               phase=lambda: None) -> dict:
     """Verify, then time. The timed draw is checked first, then each of `draws` (layer name,
     inputs, expected, tolerance, scale; see measure/checks.py). On every draw the output
     starts unwritten (NaN), sits between guard bytes (a write out of bounds is caught) and
     the inputs must be unchanged after the call (but those at `written`: the other outputs of
     a kernel that writes several). `timing` has repeat, min_repeat_ms,
-    budget_s and cutoff_s."""
+    budget_s and cutoff_s. `phase()` is called as each checked call, and the timing, begins
+    (a worker restarts its time limit there: the limit is per call, not for all the checks)."""
     dev = device_of(device)
+    phase()
     args, once, error, wrong = _checked_call(lib, dev, inputs, expected, tolerance, scale, written)
     for layer, layer_inputs, layer_expected, layer_tolerance, layer_scale in draws:
         if wrong:
             break
+        phase()
         _, _, _, wrong = _checked_call(lib, dev, layer_inputs, layer_expected, layer_tolerance, layer_scale, written)
         wrong = wrong and f"{layer} draw: {wrong}"
     if wrong:
@@ -146,6 +150,7 @@ def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray,
     if once > timing.cutoff_s:  # hopeless: timing it carefully would only cost search time
         return {"status": "ok", "runs": [once], "error": error,
                 "note": f"timed once: slower than the cutoff {timing.cutoff_s * 1e3:.3g} ms"}
+    phase()
     return {"status": "ok", "runs": time_kernel(lib, device, args, once, timing), "error": error}
 
 
