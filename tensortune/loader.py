@@ -69,9 +69,10 @@ class TunedModel:
         import tvm
         from tvm import relax
 
+        from .measure.runner import device_of
+
         self.device = _device(self.meta)
-        dev = tvm.cuda(0) if self.device == "cuda" else tvm.cpu()
-        self._vm = relax.VirtualMachine(tvm.runtime.load_module(str(folder / "model.so")), dev)
+        self._vm = relax.VirtualMachine(tvm.runtime.load_module(str(folder / "model.so")), device_of(self.device))
         self._main = self._vm["main"]
 
     def __call__(self, *inputs):

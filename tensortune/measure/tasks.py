@@ -75,8 +75,10 @@ def draws_cache(make):
     def cached(workload: tuple, seed: int):
         if (workload, seed) not in cache:
             older = [key for key in cache if key[0] == workload]
-            for key in older[:-1] + (list(cache)[:1] if len(cache) >= 64 else []):
-                cache.pop(key, None)
+            for key in older[:-1]:  # the previous seed stays
+                del cache[key]
+            if len(cache) >= 64:  # many workloads: the oldest goes
+                del cache[next(iter(cache))]
             cache[(workload, seed)] = make(workload, seed)
         return cache[(workload, seed)]
 

@@ -53,12 +53,8 @@ class Workload:
         """'gemm(M=64,N=64,K=64)#<digest>': the shape, then a digest of the TensorIR and the
         TVM version, so that two files defining `op.py:f`, an edited operator (built-in ones
         included) or a new TVM never share records."""
-        return f"{self.label}#{self.digest}"
-
-    @property
-    def label(self) -> str:
-        """'gemm(M=64,N=64,K=64)': the operator and its shape, for people."""
-        return self.name + "(" + ",".join(f"{p}={v}" for p, v in self.kwargs.items()) + ")"
+        shape = ",".join(f"{p}={v}" for p, v in self.kwargs.items())
+        return f"{self.name}({shape})#{self.digest}"
 
     @property
     def digest(self) -> str:
