@@ -1,0 +1,138 @@
+"""The corpus of tuning tasks the leaderboard replays and the cost model learns from.
+
+22 tasks in six families: the seed operators at several shapes in the CPU template space
+(gemm, conv1d, dwconv2d, dwsep_conv2d), and kernels extracted from two zoo models in
+MetaSchedule's sketch space (MobileNetV2's 1x1 projections; a BERT layer's batch matmul,
+softmax, layer norm and GELU). Shapes are kept small enough that a point costs a fraction
+of a second to build, check and time.
+
+Each task has a replay table in `benchmarks/corpus/tables/TASK.json.gz`: every point any
+strategy proposed, with what it measured (status and median latency), the workload key and
+the hardware it was measured on, and the commands that measured it. A table only grows:
+a point not in it is measured (on the same hardware class only) and added.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import platform
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+from tensortune.measure import Result
+from tensortune.space import make_space
+
+TABLES = Path(__file__).parent / "corpus" / "tables"
+
+
+@dataclass(frozen=True)
+class CorpusTask:
+    name: str
+    family: str  # what a held-out evaluation leaves out together
+    workload: str  # a preset, 'family:shape', or 'model:kernel function'
+    space: str
+
+
+def _operator(family: str, shape: str, preset: str = "") -> CorpusTask:
+    name = preset or f"{family}-" + "-".join(v.split("=")[1] for v in shape.split(","))
+    return CorpusTask(name, family, preset or f"{family}:{shape}", "cpu-template")
+
+
+def _kernel(model: str, function: str, short: str) -> CorpusTask:
+    return CorpusTask(f"{model}-{short}", model, f"{model}:{function}", "sketch")
+
+
+CORPUS = (
+    _operator("gemm", "M=256,N=256,K=256"), _operator("gemm", "M=128,N=512,K=256"),
+    _operator("gemm", "M=64,N=768,K=256"), _operator("gemm", "M=512,N=64,K=512"),
+    _operator("conv1d", "", "conv1d-1024"), _operator("conv1d", "M=4096,N=64"),
+    _operator("conv1d", "M=2048,N=512"), _operator("conv1d", "M=16000,N=101"),
+    _operator("dwconv2d", "", "dwconv2d-seed"), _operator("dwconv2d", "B=1,C=32,H=56,W=56,K=3"),
+    _operator("dwconv2d", "B=1,C=16,H=64,W=64,K=5"), _operator("dwconv2d", "B=1,C=64,H=28,W=28,K=3"),
+    _operator("dwsep_conv2d", "", "dwsep-seed"), _operator("dwsep_conv2d", "B=1,C=32,H=28,W=28,K=3,C_out=64"),
+    _kernel("mobilenet_v2", "fused_conv2d2_subtract1_divide1_multiply1_add3", "project2"),
+    _kernel("mobilenet_v2", "fused_conv2d5_subtract4_divide4_multiply4_add8", "project5"),
+    _kernel("mobilenet_v2", "fused_conv2d10_subtract7_divide7_multiply7_add13", "project10"),
+    _kernel("mobilenet_v2", "fused_conv2d15_subtract10_divide10_multiply10_add19", "project15"),
+    _kernel("bert_layer", "matmul1", "scores"),
+    _kernel("bert_layer", "fused_softmax_broadcast_to2", "softmax"),
+    _kernel("bert_layer", "layer_norm", "layernorm"),
+    _kernel("bert_layer", "fused_reshape10_gelu_reshape11", "gelu"),
+)
+FAMILIES = tuple(dict.fromkeys(t.family for t in CORPUS))
+
+
+def get_task(name: str) -> CorpusTask:
+    by_name = {t.name: t for t in CORPUS}
+    if name not in by_name:
+        raise SystemExit(f"error: unknown corpus task '{name}'; known: {', '.join(by_name)}")
+    return by_name[name]
+
+
+def workload_of(task: CorpusTask, target_spec: dict):
+    from tensortune.workloads import get_workload
+
+    source, _, detail = task.workload.partition(":")
+    if task.space == "sketch":
+        return _model_kernels(source, json.dumps(target_spec, sort_keys=True))[detail]
+    return get_workload(source, detail or None)
+
+
+@lru_cache(maxsize=None)
+def _model_kernels(model: str, target_json: str) -> dict:
+    from tensortune.model.importer import import_model, load_factory
+
+    name, (module, inputs) = load_factory(model)
+    imported = import_model(name, module, inputs, json.loads(target_json))
+    return {k.name: k.workload for k in imported.kernels}
+
+
+def space_of(task: CorpusTask, target_spec: dict):
+    return make_space(task.space, workload_of(task, target_spec), target_spec)
+
+
+@dataclass
+class Table:
+    """A task's replay table as stored: point key -> Result (status, and the median latency as
+    its one run), plus where it came from."""
+
+    task: str
+    workload: str
+    space: str
+    hardware: str
+    results: dict[str, Result]
+    made_by: list[dict]
+
+    @property
+    def best(self) -> float:
+        return min((r.latency for r in self.results.values()), default=float("inf"))
+
+
+def load_table(task: CorpusTask, tables: Path = TABLES) -> Table | None:
+    path = tables / f"{task.name}.json.gz"
+    if not path.exists():
+        return None
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    results = {key: Result(status, runs=(latency,) if latency is not None else ()) for key, status, latency in data["points"]}
+    return Table(data["task"], data["workload"], data["space"], data["hardware"], results, data["made_by"])
+
+
+def save_table(table: Table, command: str, measured: int, tables: Path = TABLES) -> None:
+    """Write the table (sorted, so a re-save with nothing new is byte-identical) with a line
+    saying which command added how many points, when and where."""
+    table.made_by.append({"command": command, "measured": measured, "machine": machine(),
+                          "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")})
+    points = [[k, r.status, r.latency if r.ok else None] for k, r in sorted(table.results.items())]
+    data = {"task": table.task, "workload": table.workload, "space": table.space, "hardware": table.hardware,
+            "made_by": table.made_by, "points": points}
+    tables.mkdir(parents=True, exist_ok=True)
+    (tables / f"{table.task}.json.gz").write_bytes(gzip.compress(json.dumps(data).encode(), mtime=0))
+
+
+def machine() -> str:
+    from tensortune.target import cpu_model
+
+    return f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores, {platform.node()}"

@@ -1,0 +1,257 @@
+"""The strategy leaderboard: every strategy replayed over the corpus (benchmarks/corpus.py),
+several seeds each, from the replay tables kept in the repository.
+
+Per strategy, the median over tasks of: the best found after 16, 32 and 64 trials relative
+to the table's best (1.00 is the best any strategy ever found there), the trials needed to
+get within 10% and 20% of it (">N" when the median run never does), the share of proposed
+candidates that failed (build error, wrong result, crash, timeout), and the strategy's own
+time per trial (ask + tell). The cost-model strategy (`model`) is evaluated only on tasks it
+was not trained on: for each family, a model trained on the other families' tables.
+
+A point no table holds yet (a changed strategy, a new seed) is measured here, on the table's
+hardware class only, and added to the table; the run says how many. With the tables as
+committed and the code unchanged, nothing is measured and the run takes well under 30
+minutes on 2 cores.
+
+    .venv/bin/python benchmarks/leaderboard.py [--seeds 3] [--trials 64] [--strategies ...] [--tasks ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import corpus  # noqa: E402  (the benchmark's own module, beside this script)
+
+from tensortune.db import Database, Task  # noqa: E402
+from tensortune.measure import MeasureConfig, Measurer  # noqa: E402
+from tensortune.measure.replay import ReplayTable  # noqa: E402
+from tensortune.search import STRATEGIES, make_strategy  # noqa: E402
+from tensortune.space import point_from_json, point_key  # noqa: E402
+from tensortune.target import make_target  # noqa: E402
+
+CHECKPOINTS = (16, 32, 64)
+WITHIN = (10, 20)
+REFINE = 8  # fastest points of a table re-timed carefully after new points were measured
+
+
+class LazyMeasurer:
+    """Starts a Measurer (build and run workers) only when a point is missing from a table."""
+
+    def __init__(self, space, target, allowed: bool, why: str):
+        self.space, self.target, self.allowed, self.why = space, target, allowed, why
+        self.measurer: Measurer | None = None
+
+    def measure(self, points, **kwargs):
+        if not self.allowed:
+            raise SystemExit(f"error: {len(points)} points are not in {self.space.workload.key}'s table, and {self.why}")
+        if self.measurer is None:
+            # as strategies.py: the table only ranks points; kernels far off the best are cut short
+            config = MeasureConfig(threads=self.target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
+            self.measurer = Measurer(self.space, self.target.spec, config).__enter__()
+        return self.measurer.measure(points, **kwargs)
+
+    def close(self):
+        if self.measurer is not None:
+            self.measurer.__exit__(None, None, None)
+
+
+def replay_task(task: corpus.CorpusTask, target, args, make) -> dict:
+    """Every strategy and seed on one task; the table grows by what was missing."""
+    space = corpus.space_of(task, target.spec)
+    table = corpus.load_table(task, args.tables) or corpus.Table(task.name, space.workload.key, task.space, target.hardware, {}, [])
+    if table.workload != space.workload.key:
+        raise SystemExit(f"error: {task.name}'s table is for {table.workload}, this TVM and corpus give "
+                         f"{space.workload.key}: rebuild it with --rebuild {task.name}")
+    same = table.hardware == target.hardware
+    measurer = LazyMeasurer(space, target, same, f"the table was measured on {table.hardware}, this machine is "
+                                                  f"{target.hardware}: run the leaderboard there, or start new tables "
+                                                  f"with --rebuild")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(os.path.join(tmp, "replay.db"))
+        db_task = Task(table.workload, target.name, table.hardware, task.space)
+        db.add(db_task, "search", [point_from_json(k) for k in table.results], list(table.results.values()))
+        replay = ReplayTable(db, db_task, measurer, cutoff=3.0)
+        try:
+            runs = {s: [trace(make(s, space, seed, task), replay, args) for seed in range(args.seeds)]
+                    for s in args.strategies}
+            if replay.measured:
+                replay.refine(REFINE)
+        finally:
+            measurer.close()
+            db.close()
+    if replay.measured:
+        table.results = replay.table
+        corpus.save_table(table, " ".join(["benchmarks/leaderboard.py", *sys.argv[1:]]), replay.measured, args.tables)
+    for rs in runs.values():
+        for r in rs:
+            r["curve"] = relative_curve(r.pop("keys"), replay.table, table.best)
+    return {"runs": runs, "measured": replay.measured, "points": len(table.results)}
+
+
+def trace(strategy, replay: ReplayTable, args) -> dict:
+    """The points a strategy proposed, in order; how many failed; its own time (ask + tell)."""
+    keys, failed, own_s = [], 0, 0.0
+    while len(keys) < args.trials:
+        start = time.perf_counter()
+        points = strategy.ask(min(args.batch, args.trials - len(keys)))
+        own_s += time.perf_counter() - start
+        if not points:
+            break
+        results = replay.measure(points)
+        start = time.perf_counter()
+        strategy.tell(points, results)
+        own_s += time.perf_counter() - start
+        keys += [point_key(p) for p in points]
+        failed += sum(not r.ok for r in results)
+    return {"keys": keys, "failed": failed, "own_s": own_s}
+
+
+def relative_curve(keys: list[str], results: dict, best: float) -> list[float]:
+    """Best so far after each trial, relative to the table's best (inf until a correct one)."""
+    low, curve = math.inf, []
+    for key in keys:
+        low = min(low, results[key].latency)
+        curve.append(low / best)
+    return curve
+
+
+def at(curve: list[float], trials: int) -> float:
+    return curve[min(trials, len(curve)) - 1] if curve else math.inf
+
+
+def trials_to(curve: list[float], within: float) -> float:
+    return next((i + 1 for i, v in enumerate(curve) if v <= 1 + within / 100), math.inf)
+
+
+def summary(results: dict[str, dict], strategies: list[str], trials: int) -> list[str]:
+    """The leaderboard's lines: per strategy, medians over tasks of the medians over seeds."""
+    head = (f"{'strategy':13}" + "".join(f"{'@' + str(c):>8}" for c in CHECKPOINTS)
+            + "".join(f"{f'to {w}%':>9}" for w in WITHIN) + f"{'failed':>9}{'ms/trial':>10}")
+    lines = [head]
+    for s in strategies:
+        per_task = [r["runs"][s] for r in results.values()]
+        cells = [f"{_median_over_tasks(per_task, lambda run: at(run['curve'], c)):8.2f}" for c in CHECKPOINTS]
+        cells += [f"{_trials(_median_over_tasks(per_task, lambda run: trials_to(run['curve'], w)), trials):>9}"
+                  for w in WITHIN]
+        proposed = sum(len(run["curve"]) for rs in per_task for run in rs)
+        failed = sum(run["failed"] for rs in per_task for run in rs)
+        own = statistics.median(run["own_s"] / max(1, len(run["curve"])) for rs in per_task for run in rs)
+        lines.append(f"{s:13}" + "".join(cells) + f"{100 * failed / max(1, proposed):8.1f}%{own * 1e3:10.1f}")
+    return lines
+
+
+def per_task_lines(results: dict[str, dict], strategies: list[str], trials: int) -> list[str]:
+    """Trials to within 10% per task and strategy (median over seeds)."""
+    lines = [f"{'task':24}{'points':>8}" + "".join(f"{s:>13}" for s in strategies)]
+    for name, r in results.items():
+        cells = [_trials(statistics.median(trials_to(run["curve"], WITHIN[0]) for run in r["runs"][s]), trials)
+                 for s in strategies]
+        lines.append(f"{name:24}{r['points']:>8}" + "".join(f"{c:>13}" for c in cells))
+    return lines
+
+
+def _median_over_tasks(per_task: list[list[dict]], metric) -> float:
+    return statistics.median(statistics.median(metric(run) for run in runs) for runs in per_task)
+
+
+def _trials(value: float, trials: int) -> str:
+    return f">{trials}" if math.isinf(value) else f"{value:g}"
+
+
+def plot(results: dict[str, dict], strategies: list[str], path: Path) -> None:
+    """Median over tasks (of the median over seeds) of the best so far, per trial."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for s in strategies:
+        per_task = [r["runs"][s] for r in results.values()]
+        n = min(len(run["curve"]) for runs in per_task for run in runs)
+        ax.plot(range(1, n + 1), [_median_over_tasks(per_task, lambda run: run["curve"][i]) for i in range(n)], label=s)
+    for w in WITHIN:
+        ax.axhline(1 + w / 100, color="grey", linestyle=":")
+    ax.set(xlabel="trials", ylabel="best so far / table's best (median over tasks)", yscale="log",
+           title=f"leaderboard: {len(results)} corpus tasks")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def strategy_maker(strategies: list[str], tasks: list[corpus.CorpusTask], target):
+    """How each run's strategy is made: by name, except `model`, which gets the cost model
+    trained without the task's family (held out)."""
+    folds = {}
+    if "model" in strategies:
+        from tensortune.costmodel import train_from_tables
+
+        for family in dict.fromkeys(t.family for t in tasks):
+            print(f"[training the cost model without {family}]", flush=True)
+            folds[family] = train_from_tables([t for t in corpus.CORPUS if t.family != family], target)
+
+    def make(name: str, space, seed: int, task: corpus.CorpusTask):
+        if name == "model":
+            return STRATEGIES["model"](space, seed, cost_model=folds[task.family])
+        return make_strategy(name, space, seed)
+
+    return make
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
+    parser.add_argument("--tasks", nargs="+", default=[t.name for t in corpus.CORPUS])
+    parser.add_argument("--out", default="benchmarks/results/leaderboard")
+    parser.add_argument("--tables", type=Path, default=corpus.TABLES, help="the replay tables (read, and grown)")
+    args = parser.parse_args()
+    unknown = [s for s in args.strategies if s not in STRATEGIES]
+    if unknown:
+        raise SystemExit(f"error: unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+    tasks = [corpus.get_task(n) for n in args.tasks]
+    target = make_target("cpu", MeasureConfig().threads)
+    start = time.perf_counter()
+    make = strategy_maker(args.strategies, tasks, target)
+    results = {}
+    for task in tasks:
+        began = time.perf_counter()
+        results[task.name] = replay_task(task, target, args, make)
+        print(f"[{task.name}: {results[task.name]['measured']} points measured, "
+              f"{results[task.name]['points']} in the table, {time.perf_counter() - began:.0f} s]", flush=True)
+    write(results, args, target, time.perf_counter() - start)
+
+
+def write(results: dict, args, target, wall_s: float) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    measured = sum(r["measured"] for r in results.values())
+    header = [f"# .venv/bin/python benchmarks/leaderboard.py {' '.join(sys.argv[1:])}".rstrip(),
+              f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}, {corpus.machine()}, hardware {target.hardware}",
+              f"# {len(results)} tasks x {args.seeds} seeds x {args.trials} trials; {measured} points measured "
+              f"in this run; {wall_s / 60:.1f} min",
+              "# @N: best after N trials / table's best; to N%: trials to within N% of it; failed: share of "
+              "proposed candidates; ms/trial: the strategy's own time",
+              "# model: evaluated with a cost model trained without the task's family (held out)"]
+    text = "\n".join(header + [""] + summary(results, args.strategies, args.trials) + ["", "trials to within 10%, "
+                     "median over seeds"] + per_task_lines(results, args.strategies, args.trials)) + "\n"
+    print("\n" + text)
+    (out / "leaderboard.txt").write_text(text)
+    (out / "leaderboard.json").write_text(json.dumps(results))
+    plot(results, args.strategies, out / "leaderboard.png")
+
+
+if __name__ == "__main__":
+    main()
