@@ -103,6 +103,36 @@ def test_verify_bounds_the_error_relative_to_the_largest_expected_element():
     assert error == pytest.approx(0.002, rel=1e-3) and "exceeds" in why
 
 
+class ClipAfterSubtract:
+    """Test double of a workload (only what tasks.error_bound reads): a batch-norm-like
+    subtraction after a product sum, clipped to [0, 6] as ReLU6 does, so that large inputs
+    leave small outputs carrying the rounding of large sums."""
+
+    def io_specs(self):
+        return [((64, 9), "float32"), ((9,), "float32"), ((64,), "float32")], ((64,), "float32")
+
+    def reference(self, a, w, mean):
+        return np.clip(a @ w - mean, 0.0, 6.0)
+
+
+def test_an_ill_conditioned_element_is_bounded_by_how_far_rounded_inputs_move_it():
+    """A correct float32 kernel that sums in another order fails the plain bound on large
+    inputs (its error is the sums' rounding, measured against outputs of at most 6) but
+    passes the conditioned bound; a wrong one (an element from its neighbour) fails both."""
+    wl, rng = ClipAfterSubtract(), np.random.default_rng(0)
+    a, w = rng.uniform(-44, 44, (64, 9)).astype(np.float32), rng.uniform(-44, 44, 9).astype(np.float32)
+    mean = (a.astype(np.float64) @ w - rng.uniform(-1, 7, 64)).astype(np.float32)  # outputs near [0, 6]
+    expected = tasks.expected_output(wl, [a, w, mean])
+    reordered = np.clip(sum(a[:, k] * w[k] for k in reversed(range(9))) - mean, 0, 6).astype(np.float32)
+    tolerance = tasks.tolerance("float32", 9)
+    bound = tasks.error_bound(wl, [a, w, mean], expected, polynomial=False, tolerance=tolerance)
+    assert runner.verify(reordered, expected, tolerance)[1] is not None  # the plain bound rejects it
+    assert runner.verify(reordered, expected, tolerance, bound)[1] is None
+    shifted = reordered.copy()
+    shifted[5] = reordered[6] if reordered[6] != reordered[5] else reordered[5] + 1
+    assert runner.verify(shifted, expected, tolerance, bound)[1] is not None
+
+
 def test_verify_counts_equal_infinities_as_exact_and_an_unwritten_element_as_wrong():
     expected = np.array([-np.inf, 1.0, 3.0], np.float32)
     assert runner.verify(expected.copy(), expected, 0.0) == (0.0, None)
@@ -278,8 +308,8 @@ def test_each_checked_call_and_the_timing_begin_a_phase(tmp_path, target_spec):
     path = str(tmp_path / "naive.so")
     tvm.compile(space.apply(space.named("naive")).mod, target=tvm.target.Target(target_spec)).export_library(path)
     inputs, expected, limit = tasks.case(workload.ident, 0)
-    scale, draws, written = tasks.layers(workload.ident, 0)
+    bound, draws, written = tasks.layers(workload.ident, 0)
     phases = []
-    result = runner.run_kernel(runner.load(path, "cpu"), "cpu", inputs, expected, limit, Timing(2, 1), scale=scale,
+    result = runner.run_kernel(runner.load(path, "cpu"), "cpu", inputs, expected, limit, Timing(2, 1), bound=bound,
                                draws=draws, written=written, phase=lambda: phases.append(1))
     assert result["status"] == "ok" and len(phases) == 1 + len(draws) + 1

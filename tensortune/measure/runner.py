@@ -78,18 +78,17 @@ def device_of(kind: str):
 
 
 def verify(got: np.ndarray, expected: np.ndarray, tolerance: float,
-           scale: np.ndarray | None = None) -> tuple[float, str | None]:
+           bound: np.ndarray | None = None) -> tuple[float, str | None]:
     """(max error, the reason it is wrong or None). The error of an element is relative to
-    max |expected|, or where `scale` is given (the sum of the absolute values of the element's
-    terms) to the smaller of that and its own scale, so that a wrong element where values are
-    small cannot hide under the largest element's bound. Equal elements count as exact,
+    max |expected| (`largest`), or where `bound` is given to the element's own bound (see
+    tasks.error_bound: tighter for a polynomial, so that a wrong element where values are small
+    cannot hide under the largest element's bound; looser where the element is ill-conditioned).
+    Equal elements count as exact,
     infinities included (a causal mask's -inf), and so do NaNs where NaN is expected (a square
     root of a negative draw); a NaN where a number is expected (an element never written) is
     an infinite error."""
     got, expected = got.astype(np.float64), expected.astype(np.float64)
-    finite = np.abs(expected[np.isfinite(expected)])
-    largest = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    bound = largest if scale is None else np.minimum(np.abs(scale.astype(np.float64)), largest)
+    bound = largest(expected) if bound is None else bound
     # inf - inf is NaN (an infinity where another is expected: wrong); a nonzero error where
     # the bound is 0 is infinite
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -97,6 +96,12 @@ def verify(got: np.ndarray, expected: np.ndarray, tolerance: float,
         relative = np.where(diff == 0, 0.0, diff / bound)
     error = float(np.nan_to_num(relative, nan=np.inf).max(initial=0.0))
     return error, None if error <= tolerance else f"max relative error {error:.2e} exceeds {tolerance:.1e}"
+
+
+def largest(expected: np.ndarray) -> float:
+    """max |expected| over its finite elements (1 where that is 0 or there are none)."""
+    finite = np.abs(expected[np.isfinite(expected)].astype(np.float64))
+    return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
 
 
 def numpy_dtype(name) -> np.dtype:
@@ -127,10 +132,10 @@ CANARY = 0xA5  # the guards' bytes: a write out of bounds changes some
 
 
 def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray, tolerance: float, timing,
-               scale: np.ndarray | None = None, draws=(), written: tuple[int, ...] = (),
+               bound: np.ndarray | None = None, draws=(), written: tuple[int, ...] = (),
                phase=lambda: None) -> dict:
     """Verify, then time. The timed draw is checked first, then each of `draws` (layer name,
-    inputs, expected, tolerance, scale; see measure/checks.py). On every draw the output
+    inputs, expected, tolerance, bound; see measure/checks.py). On every draw the output
     starts unwritten (NaN), sits between guard bytes (a write out of bounds is caught) and
     the inputs must be unchanged after the call (but those at `written`: the other outputs of
     a kernel that writes several). `timing` has repeat, min_repeat_ms,
@@ -138,12 +143,12 @@ def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray,
     (a worker restarts its time limit there: the limit is per call, not for all the checks)."""
     dev = device_of(device)
     phase()
-    args, once, error, wrong = _checked_call(lib, dev, inputs, expected, tolerance, scale, written)
-    for layer, layer_inputs, layer_expected, layer_tolerance, layer_scale in draws:
+    args, once, error, wrong = _checked_call(lib, dev, inputs, expected, tolerance, bound, written)
+    for layer, layer_inputs, layer_expected, layer_tolerance, layer_bound in draws:
         if wrong:
             break
         phase()
-        _, _, _, wrong = _checked_call(lib, dev, layer_inputs, layer_expected, layer_tolerance, layer_scale, written)
+        _, _, _, wrong = _checked_call(lib, dev, layer_inputs, layer_expected, layer_tolerance, layer_bound, written)
         wrong = wrong and f"{layer} draw: {wrong}"
     if wrong:
         return {"status": "wrong", "reason": wrong}
@@ -154,7 +159,7 @@ def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray,
     return {"status": "ok", "runs": time_kernel(lib, device, args, once, timing), "error": error}
 
 
-def _checked_call(lib, dev, inputs, expected, tolerance, scale, written=()):
+def _checked_call(lib, dev, inputs, expected, tolerance, bound, written=()):
     """One call on fresh tensors: (the arguments, seconds, error, why it is wrong or None)."""
     import tvm
 
@@ -168,7 +173,7 @@ def _checked_call(lib, dev, inputs, expected, tolerance, scale, written=()):
         return args + [out], once, np.inf, "it wrote into an input"
     if guarded is not None and guarded.touched():
         return args + [out], once, np.inf, "it wrote outside its output"
-    error, wrong = verify(out.numpy(), expected, tolerance, scale)
+    error, wrong = verify(out.numpy(), expected, tolerance, bound)
     return args + [out], once, error, wrong
 
 

@@ -99,11 +99,11 @@ def case(workload: tuple, seed: int) -> tuple[list[np.ndarray], np.ndarray, floa
 
 @draws_cache
 def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple], tuple[int, ...]]:
-    """The other checks (see checks.py): (the per-element scale of the timed draw, or None,
-    the other draws as (layer, inputs, expected, tolerance, scale), and the inputs the kernel
-    may write: a model kernel's other outputs). Made once per worker, like `case`."""
+    """The other checks (see checks.py): (the per-element error bound of the timed draw, or
+    None, the other draws as (layer, inputs, expected, tolerance, bound), and the inputs the
+    kernel may write: a model kernel's other outputs). Made once per worker, like `case`."""
     wl = resolve(workload)
-    inputs, _, limit = case(workload, seed)
+    inputs, expected, limit = case(workload, seed)
     ins, (_, out_dtype) = wl.io_specs()
     polynomial = checks.exact_applies(wl.prim_func()) is None and runner.is_float(out_dtype)
     length = reduction_length(wl.prim_func())
@@ -111,19 +111,45 @@ def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple], 
     differential = [("distinct", checks.distinct_draw(ins)),
                     ("large", checks.large_draw(rng, ins, checks.large_magnitude(out_dtype, length, polynomial))),
                     ("small", checks.small_draw(rng, ins))]
-    draws = [(name, draw, expected_output(wl, draw), limit, _absolute_terms(wl, draw, polynomial))
-             for name, draw in differential]
+    draws = []
+    for name, draw in differential:
+        draw_expected = expected_output(wl, draw)
+        draws.append((name, draw, draw_expected, limit, error_bound(wl, draw, draw_expected, polynomial, limit)))
     magnitude = checks.exact_magnitude(out_dtype, length) if polynomial else 0
     for n in range(checks.EXACT_DRAWS if magnitude else 0):
         draw = checks.integer_draw(rng, ins, magnitude)
         draws.append((f"exact-{n + 1}", draw, expected_output(wl, draw), 0.0, None))
-    return _absolute_terms(wl, inputs, polynomial), draws, checks.written_inputs(wl.prim_func())
+    return error_bound(wl, inputs, expected, polynomial, limit), draws, checks.written_inputs(wl.prim_func())
 
 
-def _absolute_terms(wl, draw: list[np.ndarray], polynomial: bool) -> np.ndarray | None:
-    """Per output element, the sum of the absolute values of its terms (the operator run on
-    |inputs|): what its rounding error grows with. Only a polynomial has terms."""
-    return expected_output(wl, [np.abs(a) for a in draw]) if polynomial else None
+PERTURBATION_CAP = 1e-3  # the relative input perturbation that probes an element's conditioning
+PROBES = 2
+
+
+def error_bound(wl, draw: list[np.ndarray], expected: np.ndarray, polynomial: bool, tolerance: float) -> np.ndarray | None:
+    """Per output element, what its error is measured against (runner.verify), or None for
+    max |expected| everywhere. A polynomial's element: the sum of the absolute values of its
+    terms (the operator run on |inputs|, what its rounding error grows with), at most max
+    |expected|. Any other element: max |expected|, raised where the element is
+    ill-conditioned, so that moving it as far as the inputs rounded by `tolerance` (relative,
+    random signs) move it is accepted: a batch norm after a convolution on large inputs
+    subtracts nearly equal numbers, and a clip to [0, 6] then leaves outputs far smaller than
+    the sums whose rounding they carry; a wrong element is off by its own size, not by that."""
+    top = runner.largest(expected)
+    if polynomial:
+        return np.minimum(np.abs(expected_output(wl, [np.abs(a) for a in draw]).astype(np.float64)), top)
+    if tolerance == 0:
+        return None
+    rng = np.random.default_rng(0)
+    size = min(tolerance, PERTURBATION_CAP)
+    moved = np.zeros(expected.shape)
+    for _ in range(PROBES):  # random signs can cancel at an element: the larger of two moves
+        rounded = [(a * (1 + size * rng.choice((-1.0, 1.0), a.shape))).astype(a.dtype) if runner.is_float(a.dtype)
+                   else a for a in draw]
+        with np.errstate(invalid="ignore"):
+            move = np.abs(expected_output(wl, rounded).astype(np.float64) - expected.astype(np.float64))
+        moved = np.maximum(moved, np.nan_to_num(move, nan=0.0, posinf=0.0))
+    return np.maximum(top, moved / tolerance)
 
 
 def expected_output(wl, inputs: list[np.ndarray]) -> np.ndarray:
@@ -183,11 +209,11 @@ def tolerance(dtype: str, reduction_length: int) -> float:
 def run(task: RunTask) -> dict:
     """Verify, then time (see runner.run_kernel). Returns a dict with status 'ok' or 'wrong'."""
     inputs, expected, limit = case(task.workload, task.seed)
-    scale, draws, written = layers(task.workload, task.seed)
+    bound, draws, written = layers(task.workload, task.seed)
     lib = runner.load(task.path, task.device)
     # the time limit covers each call of the kernel (with its check) and then its timing, not
     # this worker's set-up: checking a large output on every draw can outlast one limit
-    return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing, scale=scale, draws=draws,
+    return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing, bound=bound, draws=draws,
                              written=written, phase=start_clock) | {"threads": _threads()}
 
 
