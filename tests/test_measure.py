@@ -196,6 +196,18 @@ def test_the_exact_layer_applies_to_sums_of_products_only():
     softmax = get_workload(f"{os.path.dirname(__file__)}/operators/softmax.py:softmax", "R=4,C=8").prim_func()
     assert exact_applies(softmax) is not None
     assert exact_magnitude("float32", 1024) ** 2 * 1024 < 2 ** 24 and exact_magnitude("float16", 4096) == 0
+    assert exact_magnitude("float32", 45, degree=3) == 45  # 45 terms of 45^3 fit in 2^22, of 46^3 do not
+
+
+def test_the_exact_draws_of_a_chained_reduction_are_exact(target_spec):
+    """A depthwise then pointwise conv sums 9 x C products of three inputs: its exact draws are
+    sized for that (sized for one reduction of two, no kernel, the naive one included, passed)."""
+    space = make_space("cpu-template", get_workload("dwsep_conv2d", "1,3,8,8,3,4"))
+    with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=1, min_repeat_ms=1)) as m:
+        results = m.measure([space.named("naive"), space.named("hand")])
+    assert all(r.ok for r in results), [r.reason for r in results]
+    _, draws, _ = tasks.layers(space.workload.ident, 0)
+    assert [name for name, *_ in draws if name.startswith("exact")] == ["exact-1", "exact-2"]
 
 
 @pytest.mark.parametrize("op", ["matmul_f16", "matmul_bf16", "matmul_i8"])

@@ -60,13 +60,17 @@ def epsilon(dtype: str) -> float:
     return 2.0 ** (1 - MANTISSA_BITS[dtype]) if dtype in MANTISSA_BITS else float(np.finfo(dtype).eps)
 
 
-def exact_magnitude(dtype: str, reduction_length: int) -> int:
-    """Largest integer magnitude a such that L products of two numbers in [-a, a], and all
-    their partial sums, are exact in the dtype, with two bits to spare (0: none is)."""
+def exact_magnitude(dtype: str, terms: int, degree: int = 2) -> int:
+    """Largest integer magnitude a such that `terms` products of `degree` numbers in [-a, a],
+    and all their partial sums, are exact in the dtype, with two bits to spare (0: none is)."""
     bits = MANTISSA_BITS.get(dtype)
     if bits is None:
         return 0
-    return int(math.isqrt((1 << (bits - 2)) // max(1, reduction_length)))
+    room = (1 << (bits - 2)) // max(1, terms)
+    magnitude = int(round(room ** (1 / degree)))
+    while magnitude > 0 and magnitude ** degree > room:  # the root's rounding, either way
+        magnitude -= 1
+    return magnitude
 
 
 def draw(specs, floats, rng: np.random.Generator | None = None) -> list[np.ndarray]:

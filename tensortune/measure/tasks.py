@@ -115,11 +115,26 @@ def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple], 
     for name, draw in differential:
         draw_expected = expected_output(wl, draw)
         draws.append((name, draw, draw_expected, limit, error_bound(wl, draw, draw_expected, polynomial, limit)))
-    magnitude = checks.exact_magnitude(out_dtype, length) if polynomial else 0
+    magnitude = _exact_magnitude(wl, ins, out_dtype, length) if polynomial else 0
     for n in range(checks.EXACT_DRAWS if magnitude else 0):
         draw = checks.integer_draw(rng, ins, magnitude)
         draws.append((f"exact-{n + 1}", draw, expected_output(wl, draw), 0.0, None))
     return error_bound(wl, inputs, expected, polynomial, limit), draws, checks.written_inputs(wl.prim_func())
+
+
+def _exact_magnitude(wl, ins, out_dtype: str, length: int) -> int:
+    """The exact draws' magnitude for a polynomial operator, from its terms and degree as the
+    reference shows them: on all-ones inputs an output element is its number of terms, and
+    doubling the inputs multiplies it by 2^degree. A chained reduction (a depthwise then a
+    pointwise conv) has more terms of higher degree than one reduction of `length`: sized for
+    that, its exact draws were not exact and every kernel failed them. Where subtraction
+    hides the count (ones cancel), one reduction of `length` is assumed."""
+    ones = np.abs(expected_output(wl, checks.draw(ins, lambda shape, _: np.ones(shape))).astype(np.float64)).max()
+    if not ones >= 1:
+        return checks.exact_magnitude(out_dtype, length)
+    twos = np.abs(expected_output(wl, checks.draw(ins, lambda shape, _: np.full(shape, 2.0))).astype(np.float64)).max()
+    degree = max(1, math.ceil(math.log2(max(twos / ones, 2.0)) - 1e-9))
+    return checks.exact_magnitude(out_dtype, int(ones), degree)
 
 
 PERTURBATION_CAP = 1e-3  # the relative input perturbation that probes an element's conditioning
