@@ -1,11 +1,12 @@
 # `make demo`: set up a local virtual environment and tune a seed workload on this CPU.
 # `make test`: set up and run the tests. Both are idempotent.
+# `make leaderboard`: set up, then replay every strategy over the corpus (benchmarks/leaderboard.py).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench leaderboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +22,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/seed_cpu.py
+
+leaderboard: $(STAMP)
+	$(BIN)/python benchmarks/leaderboard.py
 
 # never the user's records (tensortune.db): they cost hours of tuning
 clean:

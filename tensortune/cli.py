@@ -35,7 +35,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
                                                    "or your operator: FILE.py:FUNCTION (with --shape)"),
          shape: Optional[str] = SHAPE, target: str = TARGET,
          trials: int = typer.Option(64, "--trials", min=1, help="search trials for this task, earlier runs' included"),
-         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | metaschedule (TVM's own tuner, re-timed by us)"),
+         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | model | metaschedule (TVM's own tuner, re-timed by us)"),
          space: Optional[str] = typer.Option(None, "--space", help="cpu-template | cuda-template (expert knobs; "
                                              "the default for the target) | sketch (MetaSchedule's, any operator)"),
          arch: str = ARCH,
@@ -85,7 +85,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
 def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns the module and example inputs) "
                                                  "or a zoo model: resnet18, mobilenet_v2, bert_layer, gpt_block, ..."),
                trials: int = typer.Option(..., "--trials", min=1, help="search trials for the whole model, earlier runs' included"),
-               strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo"),
+               strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | model"),
                space: str = typer.Option("sketch", "--space", help="sketch (any kernel) | cpu-template | cuda-template"),
                target: str = TARGET, arch: str = ARCH,
                out_dir: Optional[str] = typer.Option(None, "--out", help="folder for the tuned model (model.so, "
@@ -103,7 +103,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     from .tuner import TuneConfig
 
     if strategy_class(strategy) is None:
-        raise UserError("--strategy metaschedule tunes single operators; for a model use random, evolutionary, bo, tpe or lfbo")
+        raise UserError("--strategy metaschedule tunes single operators; for a model use random, evolutionary, bo, tpe, lfbo or model")
     tgt = _target(target, threads, mcpu, arch)
     check_runnable(tgt, model)
     os.environ["TVM_NUM_THREADS"] = str(tgt.threads)  # the model is checked and timed in this process too

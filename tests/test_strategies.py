@@ -49,7 +49,7 @@ def test_full_batches_and_no_point_proposed_twice(name, space):
     assert not set(keys) & {point_key(p) for p in past}
 
 
-@pytest.mark.parametrize("name", ["bo", "evolutionary", "lfbo"])
+@pytest.mark.parametrize("name", ["bo", "evolutionary", "lfbo", "model"])
 def test_model_based_search_beats_random_on_the_synthetic_objective(name, space):
     """Median over 3 seeds after 64 trials; the objective's optimum is 1 ms."""
     def best(strategy_name, seed):
@@ -62,7 +62,7 @@ def test_model_based_search_beats_random_on_the_synthetic_objective(name, space)
     assert ours < theirs
 
 
-@pytest.mark.parametrize("name", ["bo", "lfbo"])
+@pytest.mark.parametrize("name", ["bo", "lfbo", "model"])
 def test_model_based_search_finds_the_needle_random_search_misses(name, space):
     """Median over 5 seeds of the best after 64 trials on the needle landscape (random: 6.2 ms)."""
     def best(strategy_name, seed):
@@ -73,7 +73,7 @@ def test_model_based_search_finds_the_needle_random_search_misses(name, space):
     assert sorted(best(name, s) for s in range(5))[2] < sorted(best("random", s) for s in range(5))[2]
 
 
-@pytest.mark.parametrize("name", ["bo", "lfbo"])
+@pytest.mark.parametrize("name", ["bo", "lfbo", "model"])
 def test_model_based_search_learns_to_avoid_the_infeasible_region(name, space):
     """Random sampling lands in the region 1/2 x 1/4 = 1/8 of the time; after 48 trials the
     feasibility model should bring that well under it (0 or 1 of 16 is typical)."""

@@ -7,11 +7,12 @@ from .base import Strategy
 from .bo import BayesianOptimisation
 from .evolutionary import Evolutionary
 from .lfbo import ClassifierGuided
+from .model_guided import ModelGuided
 from .random_search import RandomSearch
 from .tpe import TreeParzen
 
 STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (RandomSearch, Evolutionary, BayesianOptimisation,
-                                                             TreeParzen, ClassifierGuided)}
+                                                             TreeParzen, ClassifierGuided, ModelGuided)}
 DEFAULT = Evolutionary.name
 
 

@@ -33,26 +33,37 @@ class ClassifierGuided(Strategy):
         return self.space.sample(self.rng)
 
     def ask(self, n: int) -> list[Point]:
-        known = self.prior + self.history
-        if len(known) < self.warmup or not any(r.ok for _, r in known):
+        pool = self._pool() if self._ready() else []
+        scores = self._scores(pool) if pool else None
+        if scores is None:
             return super().ask(n)
-        pool = self._pool()
-        labels = _labels(known, self.quantile)
-        if not pool or len(set(labels)) < 2:
-            return super().ask(n)
-        probability = self._classifier([p for p, _ in known], labels).predict_proba(self._encode(pool))[:, 1]
-        chosen = self._diverse(pool, list(probability), n)
+        chosen = self._diverse(pool, scores, n)
         return chosen + (super().ask(n - len(chosen)) if len(chosen) < n else [])  # a pool short of valid points
 
+    def _ready(self) -> bool:
+        """Whether the pool can be screened yet (else proposals are random)."""
+        known = self.prior + self.history
+        return len(known) >= self.warmup and any(r.ok for _, r in known)
+
+    def _scores(self, pool: list[Point]) -> list[float] | None:
+        """How promising each pool point is (higher first); None when there is nothing to
+        learn from yet (no point is in the best quantile, or all are)."""
+        known = self.prior + self.history
+        labels = _labels(known, self.quantile)
+        if len(set(labels)) < 2:
+            return None
+        return list(self._classifier([p for p, _ in known], labels).predict_proba(self._encode(pool))[:, 1])
+
     def _pool(self) -> list[Point]:
-        """Unmeasured candidates: mostly local moves around the best, some random ones. They
+        """Unmeasured candidates: mostly local moves around the best, some random ones (all
+        random before a correct point is known). They
         are not checked for validity here (applying a schedule costs milliseconds): only
         those about to be taken are (see _diverse)."""
         best = [p for p, _ in self.ranked(with_prior=True)[: self.parents]]
         pool: dict[str, Point] = {}
         for _ in range(self.pool):
             draw = self.rng.random()
-            if draw < 0.6:
+            if draw < 0.6 and best:
                 point = self.space.mutate(self.rng.choice(best), self.rng, steps=self.rng.choice((1, 1, 2, 3)),
                                           checked=False)
             elif draw < 0.8 and len(best) > 1:
@@ -78,10 +89,10 @@ class ClassifierGuided(Strategy):
 
         return np.array([self.space.encode(p) for p in points], dtype=np.float32)
 
-    def _diverse(self, pool: list[Point], probability: list[float], n: int) -> list[Point]:
-        """The n most probable valid candidates, skipping one that differs from a taken one
+    def _diverse(self, pool: list[Point], scores: list[float], n: int) -> list[Point]:
+        """The n best-scored valid candidates, skipping one that differs from a taken one
         in fewer than `distinct` knobs while others remain. An invalid one is never asked for."""
-        order = [pool[i] for i in sorted(range(len(pool)), key=lambda i: -probability[i])]
+        order = [pool[i] for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
         chosen: list[Point] = []
         for near_ok in (False, True):  # first diverse ones, then any
             for point in order:

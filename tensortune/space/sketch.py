@@ -60,7 +60,7 @@ class SketchSpace(KnobSpace):
     name = "sketch"
 
     def __init__(self, workload, target_spec: dict):
-        self.workload = workload
+        self.workload, self.target_kind = workload, target_spec["kind"]
         ctx = _context(workload, target_spec, seed=1)
         self.mod, self.postprocs = ctx.mod, list(ctx.space_generator.postprocs)
         self.traces = [s.trace for s in ctx.generate_design_space()]

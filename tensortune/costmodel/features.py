@@ -1,0 +1,58 @@
+"""Features of a scheduled kernel, comparable across tasks: MetaSchedule's per-store features.
+
+TVM's extractor lowers the schedule and describes every buffer store of the result (164
+numbers each: the arithmetic by kind, vectorisation, unrolling, parallelism and thread
+binding of the loops around it, and for each buffer it touches the access pattern, reuse
+distance and bytes per cache line, all on a log scale). They describe the kernel, not the
+knobs that made it, so a model trained on some operators' kernels can rank another's, in any
+space (template, sketch, a model's extracted kernels). A kernel's vector is the sum and the
+maximum of its stores' features, and its number of stores.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..space import InvalidPoint, KnobSpace, Point
+
+STORE_FEATURES = 164  # TVM's PerStoreFeature with its default settings (5 buffers per store)
+LENGTH = 2 * STORE_FEATURES + 1
+
+
+def target_kind(space: KnobSpace) -> str:
+    """'cuda' or 'llvm': the kind of target a space's schedules are for."""
+    return getattr(space, "target_kind", "cuda" if space.name == "cuda-template" else "llvm")
+
+
+class FeatureExtractor:
+    """Feature vectors of a space's points; a point that does not schedule has none."""
+
+    def __init__(self, space: KnobSpace):
+        import tvm
+        from tvm.s_tir import meta_schedule as ms
+
+        self.space = space
+        func = space.workload.prim_func()
+        self.extractor = ms.feature_extractor.PerStoreFeature()
+        self.context = ms.TuneContext(mod=tvm.IRModule({"main": func}), target=tvm.target.Target({"kind": target_kind(space)}))
+        self.args = ms.arg_info.ArgInfo.from_prim_func(func)
+
+    def __call__(self, points: list[Point]) -> list[np.ndarray | None]:
+        """One vector (LENGTH numbers) per point; None where the point is invalid."""
+        from tvm.s_tir import meta_schedule as ms
+
+        schedules = []
+        for point in points:
+            try:
+                schedules.append(self.space.apply(point))
+            except InvalidPoint:
+                schedules.append(None)
+        valid = [s for s in schedules if s is not None]
+        stores = iter(self.extractor.extract_from(self.context, [ms.MeasureCandidate(s, self.args) for s in valid]))
+        return [None if s is None else kernel_vector(next(stores).numpy()) for s in schedules]
+
+
+def kernel_vector(stores: np.ndarray) -> np.ndarray:
+    """One kernel's vector from its per-store rows (any number of them)."""
+    if len(stores) == 0:
+        return np.zeros(LENGTH, dtype=np.float32)
+    return np.concatenate([stores.sum(axis=0), stores.max(axis=0), [len(stores)]]).astype(np.float32)
