@@ -56,9 +56,9 @@ class ClassifierGuided(Strategy):
 
     def _pool(self) -> list[Point]:
         """Unmeasured candidates: mostly local moves around the best, some random ones (all
-        random before a correct point is known). They
-        are not checked for validity here (applying a schedule costs milliseconds): only
-        those about to be taken are (see _diverse)."""
+        random before a correct point is known). They are not checked for validity here
+        (applying a schedule costs milliseconds): only those about to be taken are (see
+        _diverse)."""
         best = [p for p, _ in self.ranked(with_prior=True)[: self.parents]]
         pool: dict[str, Point] = {}
         for _ in range(self.pool):

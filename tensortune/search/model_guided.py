@@ -23,7 +23,6 @@ class ModelGuided(ClassifierGuided):
     """`--strategy model`: batches ranked by a cost model that transfers across tasks."""
 
     name = "model"
-    requires = ("xgboost",)
     pool = 160  # each candidate is scheduled and its features extracted (5-10 ms)
 
     def __init__(self, space, seed: int = 0, cost_model: CostModel | None | str = "pretrained"):
