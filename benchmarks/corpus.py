@@ -137,30 +137,49 @@ def machine() -> str:
     return f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores, {platform.node()}"
 
 
-def train_cost_model(tasks: list[CorpusTask], target, tables: Path = TABLES):
-    """The cost model trained on these tasks' tables (each task one ranking group); None when
-    none of them has a table."""
+def train_cost_model(tasks: list[CorpusTask], target, tables: Path = TABLES, only: dict[str, set] | None = None):
+    """The cost model trained on these tasks' tables (each task one ranking group), on the
+    points `only` names per task if given (a task it does not name is left out); None when
+    no task has points to learn from."""
     from tensortune.costmodel import CostModel
 
-    groups = [_group(task, json.dumps(target.spec, sort_keys=True), tables) for task in tasks]
+    target_json = json.dumps(target.spec, sort_keys=True)
+    groups = [_group(task, target_json, tables, None if only is None else only.get(task.name, set())) for task in tasks]
     groups = [g for g in groups if g is not None]
     if not groups:
         return None
     return CostModel.train(groups, {"hardware": target.hardware, "machine": machine(), "tasks": [t.name for t in tasks]})
 
 
-@lru_cache(maxsize=None)
-def _group(task: CorpusTask, target_json: str, tables: Path):
-    """(features, relevance) of a task's table points that schedule; None without a table."""
+def _group(task: CorpusTask, target_json: str, tables: Path, only: set | None):
+    """(features, relevance) of a task's table points (those in `only`, if given) that
+    schedule; None when there are none."""
     import numpy as np
 
-    from tensortune.costmodel import FeatureExtractor, relevance
-    from tensortune.space import point_from_json
+    from tensortune.costmodel import relevance
 
     table = load_table(task, tables)
     if table is None:
         return None
-    keys = list(table.results)
-    vectors = FeatureExtractor(space_of(task, json.loads(target_json)))([point_from_json(k) for k in keys])
+    keys = [k for k in table.results if only is None or k in only]
+    vectors = _features(task, target_json, keys)
     kept = [i for i, v in enumerate(vectors) if v is not None]
+    if not kept:
+        return None
     return (np.stack([vectors[i] for i in kept]), relevance([table.results[keys[i]] for i in kept]))
+
+
+_FEATURES: dict[tuple[CorpusTask, str], dict] = {}  # (task, target) -> point key -> features (None: no schedule)
+
+
+def _features(task: CorpusTask, target_json: str, keys: list[str]) -> list:
+    """Each point's features, extracted once per process (5-10 ms a point)."""
+    from tensortune.costmodel import FeatureExtractor
+    from tensortune.space import point_from_json
+
+    known = _FEATURES.setdefault((task, target_json), {})
+    missing = [k for k in keys if k not in known]
+    if missing:
+        extract = FeatureExtractor(space_of(task, json.loads(target_json)))
+        known.update(zip(missing, extract([point_from_json(k) for k in missing])))
+    return [known[k] for k in keys]

@@ -8,13 +8,15 @@ candidates that failed (build error, wrong result, crash, timeout), and the stra
 time per trial (ask + tell). The cost-model strategy (`model`) is evaluated only on tasks it
 was not trained on: for each family, a model trained on the other families' tables.
 
+The other strategies run first, over every corpus task; each held-out model is then trained
+on the points they proposed there (not on the whole table, which `model`'s own runs grow), so
+a re-run trains the same models and proposes the same points.
+
 A point no table holds yet (a changed strategy, a new seed) is measured here, on the table's
 hardware class only, and added to the table; the run says how many. A point's entry never
 changes once made (no careful re-timing of the best, as strategies.py does): a strategy told
 another latency would take another path, and a re-run would measure again. With the tables as
-committed and the code unchanged, the other strategies measure nothing. Known gap: `model`'s
-held-out models are trained on the tables, which a run grows by `model`'s own points, so a
-re-run proposes (and measures) other points for it (about 12 minutes of the last run's 26).
+committed and the code unchanged, a run measures nothing.
 
     .venv/bin/python benchmarks/leaderboard.py [--seeds 3] [--trials 64] [--strategies ...] [--tasks ...]
 """
@@ -32,13 +34,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import corpus  # noqa: E402  (the benchmark's own module, beside this script)
+import corpus  # noqa: E402  (the benchmark's own modules, beside this script)
+from curves import at, best_so_far, trace, trials_to  # noqa: E402
 
 from tensortune.db import Database, Task  # noqa: E402
 from tensortune.measure import MeasureConfig, Measurer  # noqa: E402
 from tensortune.measure.replay import ReplayTable  # noqa: E402
 from tensortune.search import STRATEGIES, make_strategy  # noqa: E402
-from tensortune.space import point_from_json, point_key  # noqa: E402
+from tensortune.space import point_from_json  # noqa: E402
 from tensortune.target import make_target  # noqa: E402
 
 CHECKPOINTS = (16, 32, 64)
@@ -71,8 +74,9 @@ class LazyMeasurer:
             self.measurer.__exit__(None, None, None)
 
 
-def replay_task(task: corpus.CorpusTask, target, args, make) -> dict:
-    """Every strategy and seed on one task; the table grows by what was missing."""
+def replay_task(task: corpus.CorpusTask, target, args, strategies: list[str], make) -> dict:
+    """These strategies, every seed, on one task: the points each run proposed (keys, in
+    order); the table grows by what was missing."""
     space = corpus.space_of(task, target.spec)
     table = corpus.load_table(task, args.tables) or corpus.Table(task.name, space.workload.key, task.space, target.hardware, {}, [])
     if table.workload != space.workload.key:
@@ -88,53 +92,28 @@ def replay_task(task: corpus.CorpusTask, target, args, make) -> dict:
         db.add(db_task, "search", [point_from_json(k) for k in table.results], list(table.results.values()))
         replay = ReplayTable(db, db_task, measurer, cutoff=3.0)
         try:
-            runs = {s: [trace(make(s, space, seed, task), replay, args) for seed in range(args.seeds)]
-                    for s in args.strategies}
+            runs = {s: [trace(make(s, space, seed, task), replay, args.trials, args.batch) for seed in range(args.seeds)]
+                    for s in strategies}
         finally:
             measurer.close()
             db.close()
     if replay.measured:
         table.results = replay.table
         corpus.save_table(table, " ".join(["benchmarks/leaderboard.py", *sys.argv[1:]]), replay.measured, args.tables)
-    for rs in runs.values():
-        for r in rs:
-            r["curve"] = relative_curve(r.pop("keys"), replay.table, table.best)
-    return {"runs": runs, "measured": replay.measured, "measure_s": measurer.seconds, "points": len(table.results)}
+    return {"runs": runs, "measured": replay.measured, "measure_s": measurer.seconds}
 
 
-def trace(strategy, replay: ReplayTable, args) -> dict:
-    """The points a strategy proposed, in order; how many failed; its own time (ask + tell)."""
-    keys, failed, own_s = [], 0, 0.0
-    while len(keys) < args.trials:
-        start = time.perf_counter()
-        points = strategy.ask(min(args.batch, args.trials - len(keys)))
-        own_s += time.perf_counter() - start
-        if not points:
-            break
-        results = replay.measure(points)
-        start = time.perf_counter()
-        strategy.tell(points, results)
-        own_s += time.perf_counter() - start
-        keys += [point_key(p) for p in points]
-        failed += sum(not r.ok for r in results)
-    return {"keys": keys, "failed": failed, "own_s": own_s}
+def add_curves(task: corpus.CorpusTask, result: dict, tables: Path) -> None:
+    """Each run's best so far relative to the table's best, once every strategy has run."""
+    table = corpus.load_table(task, tables)
+    result["points"] = len(table.results)
+    for runs in result["runs"].values():
+        for run in runs:
+            run["curve"] = best_so_far(run.pop("keys"), table.results, table.best)
 
 
-def relative_curve(keys: list[str], results: dict, best: float) -> list[float]:
-    """Best so far after each trial, relative to the table's best (inf until a correct one)."""
-    low, curve = math.inf, []
-    for key in keys:
-        low = min(low, results[key].latency)
-        curve.append(low / best)
-    return curve
-
-
-def at(curve: list[float], trials: int) -> float:
-    return curve[min(trials, len(curve)) - 1] if curve else math.inf
-
-
-def trials_to(curve: list[float], within: float) -> float:
-    return next((i + 1 for i, v in enumerate(curve) if v <= 1 + within / 100), math.inf)
+def trials_to_within(curve: list[float], percent: float) -> float:
+    return trials_to(curve, 1 + percent / 100)
 
 
 def summary(results: dict[str, dict], strategies: list[str], trials: int) -> list[str]:
@@ -145,7 +124,7 @@ def summary(results: dict[str, dict], strategies: list[str], trials: int) -> lis
     for s in strategies:
         per_task = [r["runs"][s] for r in results.values()]
         cells = [f"{_median_over_tasks(per_task, lambda run: at(run['curve'], c)):8.2f}" for c in CHECKPOINTS]
-        cells += [f"{_trials(_median_over_tasks(per_task, lambda run: trials_to(run['curve'], w)), trials):>9}"
+        cells += [f"{_trials(_median_over_tasks(per_task, lambda run: trials_to_within(run['curve'], w)), trials):>9}"
                   for w in WITHIN]
         proposed = sum(len(run["curve"]) for rs in per_task for run in rs)
         failed = sum(run["failed"] for rs in per_task for run in rs)
@@ -160,7 +139,7 @@ def verdict(results: dict[str, dict], strategies: list[str], trials: int) -> lis
     its need is over trials/2, so reaching it in trials/2 suffices."""
     if "evolutionary" not in strategies:
         return []
-    need = {s: _median_over_tasks([r["runs"][s] for r in results.values()], lambda run: trials_to(run["curve"], WITHIN[0]))
+    need = {s: _median_over_tasks([r["runs"][s] for r in results.values()], lambda run: trials_to_within(run["curve"], WITHIN[0]))
             for s in strategies}
     half = need["evolutionary"] / 2 if not math.isinf(need["evolutionary"]) else trials / 2
     return [f"{s}: {_trials(need[s], trials)} trials to within {WITHIN[0]}% against evolutionary's "
@@ -172,7 +151,7 @@ def per_task_lines(results: dict[str, dict], strategies: list[str], trials: int)
     """Trials to within 10% per task and strategy (median over seeds)."""
     lines = [f"{'task':24}{'points':>8}" + "".join(f"{s:>13}" for s in strategies)]
     for name, r in results.items():
-        cells = [_trials(statistics.median(trials_to(run["curve"], WITHIN[0]) for run in r["runs"][s]), trials)
+        cells = [_trials(statistics.median(trials_to_within(run["curve"], WITHIN[0]) for run in r["runs"][s]), trials)
                  for s in strategies]
         lines.append(f"{name:24}{r['points']:>8}" + "".join(f"{c:>13}" for c in cells))
     return lines
@@ -208,18 +187,23 @@ def plot(results: dict[str, dict], strategies: list[str], path: Path) -> None:
     plt.close(fig)
 
 
-def strategy_maker(strategies: list[str], tasks: list[corpus.CorpusTask], target, tables: Path):
+def held_out_models(families, proposed: dict[str, set], target, tables: Path) -> dict:
+    """Per family, the cost model trained on the other families' tasks, on the points the
+    other strategies proposed there."""
+    models = {}
+    for family in families:
+        print(f"[training the cost model without {family}]", flush=True)
+        models[family] = corpus.train_cost_model([t for t in corpus.CORPUS if t.family != family], target, tables, proposed)
+    return models
+
+
+def make_strategy_for(held_out: dict):
     """How each run's strategy is made: by name, except `model`, which gets the cost model
-    trained without the task's family (held out)."""
-    folds = {}
-    if "model" in strategies:
-        for family in dict.fromkeys(t.family for t in tasks):
-            print(f"[training the cost model without {family}]", flush=True)
-            folds[family] = corpus.train_cost_model([t for t in corpus.CORPUS if t.family != family], target, tables)
+    trained without the task's family."""
 
     def make(name: str, space, seed: int, task: corpus.CorpusTask):
         if name == "model":
-            return STRATEGIES["model"](space, seed, cost_model=folds[task.family])
+            return STRATEGIES["model"](space, seed, cost_model=held_out[task.family])
         return make_strategy(name, space, seed)
 
     return make
@@ -238,17 +222,39 @@ def main() -> None:
     unknown = [s for s in args.strategies if s not in STRATEGIES]
     if unknown:
         raise SystemExit(f"error: unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+    others = [s for s in args.strategies if s != "model"]
+    if "model" in args.strategies and not others:
+        raise SystemExit("error: model's held-out cost models learn from the points the other strategies propose: "
+                         "name at least one other strategy")
     tasks = [corpus.get_task(n) for n in args.tasks]
     target = make_target("cpu", MeasureConfig().threads)
     start = time.perf_counter()
-    make = strategy_maker(args.strategies, tasks, target, args.tables)
-    results = {}
+    # the held-out models learn from every corpus task outside the family, reported or not
+    first = corpus.CORPUS if "model" in args.strategies else tasks
+    results = {t.name: run_logged(t, target, args, others, make_strategy_for({})) for t in first}
+    if "model" in args.strategies:
+        proposed = {name: {k for runs in r["runs"].values() for run in runs for k in run["keys"]} for name, r in results.items()}
+        make = make_strategy_for(held_out_models(dict.fromkeys(t.family for t in tasks), proposed, target, args.tables))
+        for task in tasks:
+            merge(results[task.name], run_logged(task, target, args, ["model"], make))
+    results = {t.name: results[t.name] for t in tasks}
     for task in tasks:
-        began = time.perf_counter()
-        results[task.name] = replay_task(task, target, args, make)
-        print(f"[{task.name}: {results[task.name]['measured']} points measured, "
-              f"{results[task.name]['points']} in the table, {time.perf_counter() - began:.0f} s]", flush=True)
+        add_curves(task, results[task.name], args.tables)
     write(results, args, target, time.perf_counter() - start)
+
+
+def run_logged(task: corpus.CorpusTask, target, args, strategies: list[str], make) -> dict:
+    began = time.perf_counter()
+    result = replay_task(task, target, args, strategies, make)
+    print(f"[{task.name}: {', '.join(strategies)}: {result['measured']} points measured, "
+          f"{time.perf_counter() - began:.0f} s]", flush=True)
+    return result
+
+
+def merge(result: dict, more: dict) -> None:
+    result["runs"].update(more["runs"])
+    result["measured"] += more["measured"]
+    result["measure_s"] += more["measure_s"]
 
 
 def write(results: dict, args, target, wall_s: float) -> None:

@@ -17,7 +17,8 @@ import argparse
 import statistics
 import time
 
-from strategies import at, replay_runs
+from curves import at
+from strategies import replay_runs
 
 from tensortune.db import Database
 from tensortune.measure import MeasureConfig

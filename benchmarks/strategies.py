@@ -20,11 +20,12 @@ import statistics
 import time
 from pathlib import Path
 
+from curves import at, best_so_far, trace, trials_to
 from tensortune.db import Database, Task
 from tensortune.measure import MeasureConfig, Measurer
 from tensortune.measure.replay import ReplayTable
 from tensortune.search import make_strategy
-from tensortune.space import make_space, point_key
+from tensortune.space import make_space
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
 
@@ -32,21 +33,6 @@ WORKLOADS = ("conv1d-1024", "dwconv2d-seed", "gemm-1024")
 STRATEGIES = ("random", "evolutionary", "bo", "tpe", "lfbo")
 CHECKPOINTS = (16, 32, 64, 128)
 SPACE = "cpu-template"
-
-
-def trace(strategy_name: str, seed: int, space, replay: ReplayTable, trials: int, batch: int) -> dict:
-    """The points a strategy measured, in order, and the time the strategy itself took."""
-    strategy = make_strategy(strategy_name, space, seed)
-    keys, ask_s = [], 0.0
-    while len(keys) < trials:
-        start = time.perf_counter()
-        points = strategy.ask(min(batch, trials - len(keys)))
-        ask_s += time.perf_counter() - start
-        if not points:
-            break
-        strategy.tell(points, replay.measure(points))
-        keys += [point_key(p) for p in points]
-    return {"keys": keys, "ask_s": ask_s}
 
 
 def replay_runs(space, db: Database, target, args) -> tuple[dict[str, list[dict]], ReplayTable]:
@@ -60,30 +46,13 @@ def replay_runs(space, db: Database, target, args) -> tuple[dict[str, list[dict]
     task = Task(space.workload.key, target.name, target.hardware, space.name)
     with Measurer(space, target.spec, config) as measurer:
         replay = ReplayTable(db, task, measurer, cutoff=3.0)
-        runs = {s: [trace(s, seed, space, replay, args.trials, args.batch) for seed in range(args.seeds)]
+        runs = {s: [trace(make_strategy(s, space, seed), replay, args.trials, args.batch) for seed in range(args.seeds)]
                 for s in args.strategies}
         replay.refine(args.refine)
     for rs in runs.values():
         for r in rs:
-            r["curve"] = best_so_far(r["keys"], replay)
+            r["curve"] = best_so_far(r["keys"], replay.table)
     return runs, replay
-
-
-def at(curve: list[float], trials: int) -> float:
-    """Best so far after `trials` trials (the last value if the run stopped earlier)."""
-    return curve[min(trials, len(curve)) - 1]
-
-
-def best_so_far(keys: list[str], replay: ReplayTable) -> list[float]:
-    best, curve = float("inf"), []
-    for key in keys:
-        best = min(best, replay.table[key].latency)
-        curve.append(best)
-    return curve
-
-
-def trials_to_reach(curve: list[float], target: float) -> int | None:
-    return next((i + 1 for i, v in enumerate(curve) if v <= target), None)
 
 
 def summarise(name: str, runs: dict[str, list[dict]], within: list[float], out: Path) -> None:
@@ -91,7 +60,7 @@ def summarise(name: str, runs: dict[str, list[dict]], within: list[float], out: 
     print(f"\n{name}: best latency any strategy found {best_any * 1e3:.4f} ms; "
           f"median [min-max] best ms over {len(next(iter(runs.values())))} seeds")
     print(f"{'strategy':13}" + "".join(f"{'@' + str(c):>26}" for c in CHECKPOINTS)
-          + "".join(f"{f'to within {p:g}%':>17}" for p in within) + f"{'ask s':>8}")
+          + "".join(f"{f'to within {p:g}%':>17}" for p in within) + f"{'own s':>8}")
     for strategy, rs in runs.items():
         cells = []
         for c in CHECKPOINTS:
@@ -99,16 +68,16 @@ def summarise(name: str, runs: dict[str, list[dict]], within: list[float], out: 
             cells.append(f"{statistics.median(values):9.4f} [{min(values):.4f}-{max(values):.4f}]")
         reach = [_reach(rs, best_any * (1 + p / 100)) for p in within]
         print(f"{strategy:13}" + "".join(f"{c:>26}" for c in cells) + "".join(f"{c:>17}" for c in reach)
-              + f"{statistics.median(r['ask_s'] for r in rs):8.1f}")
+              + f"{statistics.median(r['own_s'] for r in rs):8.1f}")
     _plot(name, runs, best_any, within[0], out / f"strategies-{name}.png")
 
 
 def _reach(rs: list[dict], target: float) -> str:
     """Median trials to reach `target` over seeds ('never' if most seeds never do), and how
     many seeds reached it at all."""
-    reach = [trials_to_reach(r["curve"], target) for r in rs]
-    median_reach = statistics.median(math.inf if x is None else x for x in reach)
-    return f"{'never' if math.isinf(median_reach) else f'{median_reach:g}'} ({sum(x is not None for x in reach)}/{len(reach)})"
+    reach = [trials_to(r["curve"], target) for r in rs]
+    median_reach = statistics.median(reach)
+    return f"{'never' if math.isinf(median_reach) else f'{median_reach:g}'} ({sum(not math.isinf(x) for x in reach)}/{len(reach)})"
 
 
 def _plot(name: str, runs: dict[str, list[dict]], best_any: float, within: float, path: Path) -> None:
