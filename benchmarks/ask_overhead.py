@@ -11,7 +11,7 @@ import time
 
 from tensortune.db import Database, Task
 from tensortune.measure import MeasureConfig
-from tensortune.search import STRATEGIES, make_strategy
+from tensortune.search import REPLAYABLE, make_strategy
 from tensortune.space import make_space
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
@@ -31,7 +31,7 @@ def main() -> None:
         raise SystemExit(f"only {len(records)} records for {wl.key} in {args.db}: run benchmarks/strategies.py first")
     space = make_space("cpu-template", wl)
     print(f"{wl.key}: one ask(16) after {len(records)} real observations")
-    for name in STRATEGIES:
+    for name in REPLAYABLE:
         strategy = make_strategy(name, space, seed=0)
         strategy.tell([r.point for r in records], [r.result for r in records])
         start = time.perf_counter()

@@ -40,7 +40,7 @@ from curves import at, best_so_far, trace, trials_to  # noqa: E402
 from tensortune.db import Database, Task  # noqa: E402
 from tensortune.measure import MeasureConfig, Measurer  # noqa: E402
 from tensortune.measure.replay import ReplayTable  # noqa: E402
-from tensortune.search import STRATEGIES, make_strategy  # noqa: E402
+from tensortune.search import REPLAYABLE, STRATEGIES, make_strategy  # noqa: E402
 from tensortune.space import point_from_json  # noqa: E402
 from tensortune.target import make_target  # noqa: E402
 
@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
+    parser.add_argument("--strategies", nargs="+", default=REPLAYABLE, help="default: all but llm (a remote model)")
     parser.add_argument("--tasks", nargs="+", default=[t.name for t in corpus.CORPUS])
     parser.add_argument("--out", default="benchmarks/results/leaderboard")
     parser.add_argument("--tables", type=Path, default=corpus.TABLES, help="the replay tables (read, and grown)")

@@ -8,6 +8,9 @@ The public API (imported lazily: `import tensortune` does not load TVM):
   model's kernels as tasks; `tune_model(...)`: one budget across them; `build_model(...)`,
   `export_model(...)`: the tuned model, checked against torch.
 - `load(folder)`: a tuned model or exported kernel as a callable on torch tensors.
+- `Workbench(db, target, MeasureConfig, Budget)`: tuning driven from outside (an agent): tasks
+  described, schedules (knob points, traces, Python) measured by `tune`'s path within budgets;
+  `tensortune mcp` serves it over the Model Context Protocol.
 - `make_target(name, threads)`, `Database(path)`, `TuneConfig`, `MeasureConfig`.
 """
 from importlib import import_module
@@ -18,7 +21,7 @@ _EXPORTS = {
     "get_workload": "workloads", "workload": "workloads", "tune": "tuner", "TuneConfig": "tuner",
     "MeasureConfig": "measure", "make_target": "target", "Database": "db", "load": "loader",
     "load_factory": "model", "import_model": "model", "tune_model": "model", "build_model": "model",
-    "export_model": "model",
+    "export_model": "model", "Workbench": "workbench", "Budget": "workbench",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -1,9 +1,10 @@
-"""The `tensortune` command: tune, list, show, export, batch (export | run | import).
+"""The `tensortune` command: tune, tune-model, mcp, list, show, export, batch (export | run | import).
 
 Bad input never ends in a traceback: it is a one-line `error:` message and exit code 2.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -35,7 +36,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
                                                    "or your operator: FILE.py:FUNCTION (with --shape)"),
          shape: Optional[str] = SHAPE, target: str = TARGET,
          trials: int = typer.Option(64, "--trials", min=1, help="search trials for this task, earlier runs' included"),
-         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | model | metaschedule (TVM's own tuner, re-timed by us)"),
+         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | model | rl | llm (TENSORTUNE_LLM_URL, _MODEL, _KEY) | metaschedule (TVM's own tuner, re-timed by us)"),
          space: Optional[str] = typer.Option(None, "--space", help="cpu-template | cuda-template (expert knobs; "
                                              "the default for the target) | sketch (MetaSchedule's, any operator)"),
          arch: str = ARCH,
@@ -85,7 +86,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
 def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns the module and example inputs) "
                                                  "or a zoo model: resnet18, mobilenet_v2, bert_layer, gpt_block, ..."),
                trials: int = typer.Option(..., "--trials", min=1, help="search trials for the whole model, earlier runs' included"),
-               strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | model"),
+               strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | model | rl | llm"),
                space: str = typer.Option("sketch", "--space", help="sketch (any kernel) | cpu-template | cuda-template"),
                target: str = TARGET, arch: str = ARCH,
                out_dir: Optional[str] = typer.Option(None, "--out", help="folder for the tuned model (model.so, "
@@ -138,6 +139,24 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
         print(json.dumps(model_json(summary, built, paths)))
     else:
         out.print(model_table(summary, built, paths))
+
+
+@app.command()
+def mcp(db: str = DB, target: str = TARGET, threads: Optional[int] = THREADS, mcpu: Optional[str] = MCPU,
+        arch: str = ARCH,
+        trials: int = typer.Option(256, "--trials", min=1, help="measurements the session may make, all tasks together"),
+        seconds: float = typer.Option(3600.0, "--seconds", min=1, help="wall time the session may measure for")) -> None:
+    """Serve the tuning loop to an agent: a Model Context Protocol server on stdin/stdout (see README, "Agents")."""
+    from .measure import MeasureConfig
+    from .mcp_server import serve
+    from .target import check_runnable
+    from .workbench import Budget, Workbench
+
+    if importlib.util.find_spec("mcp") is None:
+        raise UserError("the MCP server needs the mcp package: pip install -e '.[agents]'")
+    tgt = _target(target, threads, mcpu, arch)
+    check_runnable(tgt)
+    serve(Workbench(_open_db(db), tgt, MeasureConfig(threads=tgt.threads), Budget(trials, seconds)))
 
 
 @app.command("list")

@@ -31,6 +31,7 @@ def as_json(summary: Summary) -> dict:
         "spread": summary.best.spread if summary.best else None, "not_timed": _not_timed(summary),
         "best_point": summary.best_point, "trials": summary.trials, "new_trials": summary.new_trials,
         "tuning_s": summary.tuning_s, "trials_per_min": summary.trials_per_min, "failures": summary.failures,
+        "proposals": summary.proposals,
     }
 
 
@@ -50,6 +51,8 @@ def table(summary: Summary) -> Table:
     notes += _not_timed(summary)
     if summary.failures:
         notes.append("failed candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
+    if summary.proposals:
+        notes.append("proposals: " + ", ".join(f"{k} {v}" for k, v in summary.proposals.items()))
     grid.caption = "\n".join(notes)
     return grid
 

@@ -48,6 +48,7 @@ class Summary:
     tuning_s: float
     failures: dict[str, int] = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)
+    proposals: dict[str, int] = field(default_factory=dict)  # the strategy's own account (Strategy.proposals)
 
     @property
     def trials_per_min(self) -> float:
@@ -91,7 +92,7 @@ class TaskTuner:
             self.exhausted = True
             return 0
         results = measurer.measure(points, cutoff_s=self.config.cutoff * self.best, space=self.space)
-        results = _recheck_implausible(measurer, self.space, points, results, self.best, self.floor)
+        results = recheck_implausible(measurer, self.space, points, results, self.best, self.floor)
         self.db.add(self.task, "search", points, results)
         self.strategy.tell(points, results)
         return len(points)
@@ -116,7 +117,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
 IMPLAUSIBLE = 10  # a candidate this many times faster than the best so far is checked again before it counts
 
 
-def _recheck_implausible(measurer: Measurer, space, points: list, results: list[Result], best: float,
+def recheck_implausible(measurer: Measurer, space, points: list, results: list[Result], best: float,
                          floor: float = 0.0) -> list[Result]:
     """Candidates timed below the roofline floor (see roofline.py), or far faster than the
     best so far (not in a task's first round: there is none), are re-verified on fresh inputs
@@ -145,7 +146,9 @@ def _tune(workload, target, db, config, measure, progress) -> Summary:
             progress(tuner.trials, config.trials, tuner.best)
         tuning_s = time.perf_counter() - start
         finals = tuner.finish(measurer)
-    return _summary(workload, tuner.task, measure, finals, tuner.strategy.history, tuner.past, tuning_s)
+    summary = _summary(workload, tuner.task, measure, finals, tuner.strategy.history, tuner.past, tuning_s)
+    summary.proposals = tuner.strategy.proposals()
+    return summary
 
 
 def _tune_with_metaschedule(workload, target, db, config, measure, progress) -> Summary:
@@ -166,7 +169,7 @@ def _tune_with_metaschedule(workload, target, db, config, measure, progress) -> 
         for i in range(0, min(len(todo), config.trials - past), config.batch):
             points = todo[i:min(i + config.batch, config.trials - past)]
             results = measurer.measure(points, cutoff_s=config.cutoff * _best(history))
-            results = _recheck_implausible(measurer, space, points, results, _best(history), floor)
+            results = recheck_implausible(measurer, space, points, results, _best(history), floor)
             db.add(task, "search", points, results)
             history += zip(points, results)
             progress(len(history), config.trials, _best(history))

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from tensortune.measure import Result
-from tensortune.search import STRATEGIES, make_strategy
+from tensortune.search import REPLAYABLE, make_strategy
 from tensortune.search.bo import log_expected_improvement, log_probability_feasible, screen
 from tensortune.space import make_space, point_key
 from tensortune.workloads import get_workload
@@ -30,7 +30,7 @@ def drive(strategy, rounds: int, batch: int, objective=synthetic_result) -> list
     return asked
 
 
-@pytest.mark.parametrize("name", sorted(STRATEGIES))
+@pytest.mark.parametrize("name", sorted(REPLAYABLE))
 def test_same_seed_same_proposals(name, space):
     first = drive(make_strategy(name, space, seed=7), rounds=3, batch=8)
     again = drive(make_strategy(name, space, seed=7), rounds=3, batch=8)
@@ -39,7 +39,7 @@ def test_same_seed_same_proposals(name, space):
     assert first != other
 
 
-@pytest.mark.parametrize("name", sorted(STRATEGIES))
+@pytest.mark.parametrize("name", sorted(REPLAYABLE))
 def test_full_batches_and_no_point_proposed_twice(name, space):
     strategy = make_strategy(name, space, seed=1)
     past = [space.sample(random.Random(i)) for i in range(6)]
@@ -49,7 +49,7 @@ def test_full_batches_and_no_point_proposed_twice(name, space):
     assert not set(keys) & {point_key(p) for p in past}
 
 
-@pytest.mark.parametrize("name", ["bo", "evolutionary", "lfbo", "model"])
+@pytest.mark.parametrize("name", ["bo", "evolutionary", "lfbo", "model", "rl"])
 def test_model_based_search_beats_random_on_the_synthetic_objective(name, space):
     """Median over 3 seeds after 64 trials; the objective's optimum is 1 ms."""
     def best(strategy_name, seed):
@@ -62,7 +62,7 @@ def test_model_based_search_beats_random_on_the_synthetic_objective(name, space)
     assert ours < theirs
 
 
-@pytest.mark.parametrize("name", ["bo", "lfbo", "model"])
+@pytest.mark.parametrize("name", ["bo", "lfbo", "model", "rl"])
 def test_model_based_search_finds_the_needle_random_search_misses(name, space):
     """Median over 5 seeds of the best after 64 trials on the needle landscape (random: 6.2 ms)."""
     def best(strategy_name, seed):
@@ -73,7 +73,7 @@ def test_model_based_search_finds_the_needle_random_search_misses(name, space):
     assert sorted(best(name, s) for s in range(5))[2] < sorted(best("random", s) for s in range(5))[2]
 
 
-@pytest.mark.parametrize("name", ["bo", "lfbo", "model"])
+@pytest.mark.parametrize("name", ["bo", "lfbo", "model", "rl"])
 def test_model_based_search_learns_to_avoid_the_infeasible_region(name, space):
     """Random sampling lands in the region 1/2 x 1/4 = 1/8 of the time; after 48 trials the
     feasibility model should bring that well under it (0 or 1 of 16 is typical)."""

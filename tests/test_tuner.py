@@ -152,7 +152,7 @@ def test_a_candidate_far_faster_than_the_best_so_far_is_checked_again_and_flagge
     """Only against a best so far: in a task's first round nothing is re-measured."""
     from tensortune.measure import Measurer
     from tensortune.space import make_space
-    from tensortune.tuner import IMPLAUSIBLE, _recheck_implausible
+    from tensortune.tuner import IMPLAUSIBLE, recheck_implausible
 
     target = make_target("cpu", 2)
     space = make_space("cpu-template", get_workload("gemm", "16,24,12"), target.spec)
@@ -160,9 +160,9 @@ def test_a_candidate_far_faster_than_the_best_so_far_is_checked_again_and_flagge
     with Measurer(space, target.spec, FAST) as measurer:
         (first,) = measurer.measure(points)
         assert first.ok
-        assert _recheck_implausible(measurer, space, points, [first], float("inf"))[0] is first
-        assert _recheck_implausible(measurer, space, points, [first], first.latency * 2)[0] is first
-        (again,) = _recheck_implausible(measurer, space, points, [first], first.latency * IMPLAUSIBLE * 2)
+        assert recheck_implausible(measurer, space, points, [first], float("inf"))[0] is first
+        assert recheck_implausible(measurer, space, points, [first], first.latency * 2)[0] is first
+        (again,) = recheck_implausible(measurer, space, points, [first], first.latency * IMPLAUSIBLE * 2)
     assert again.ok and again is not first and "re-checked" in again.reason
     assert len(again.runs) == FAST.final_repeat
 
@@ -173,7 +173,7 @@ def test_a_timing_below_the_roofline_floor_does_not_count(tmp_path):
     from tensortune.measure import Measurer
     from tensortune.roofline import floor_s
     from tensortune.space import make_space
-    from tensortune.tuner import _recheck_implausible
+    from tensortune.tuner import recheck_implausible
 
     target = make_target("cpu", 2)
     wl = get_workload("gemm", "64,64,64")
@@ -182,6 +182,6 @@ def test_a_timing_below_the_roofline_floor_does_not_count(tmp_path):
     with Measurer(space, target.spec, FAST) as measurer:
         (first,) = measurer.measure(points)
         assert 0 < floor_s(wl, target) < first.latency / 2
-        assert _recheck_implausible(measurer, space, points, [first], float("inf"), floor_s(wl, target))[0] is first
-        (refused,) = _recheck_implausible(measurer, space, points, [first], float("inf"), first.latency * 100)
+        assert recheck_implausible(measurer, space, points, [first], float("inf"), floor_s(wl, target))[0] is first
+        (refused,) = recheck_implausible(measurer, space, points, [first], float("inf"), first.latency * 100)
     assert refused.status == "implausible" and "roofline floor" in refused.reason

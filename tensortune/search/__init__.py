@@ -7,12 +7,16 @@ from .base import Strategy
 from .bo import BayesianOptimisation
 from .evolutionary import Evolutionary
 from .lfbo import ClassifierGuided
+from .llm import LLMGuided
 from .model_guided import ModelGuided
 from .random_search import RandomSearch
+from .rl import PolicyGradient
 from .tpe import TreeParzen
 
 STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (RandomSearch, Evolutionary, BayesianOptimisation,
-                                                             TreeParzen, ClassifierGuided, ModelGuided)}
+                                                             TreeParzen, ClassifierGuided, ModelGuided,
+                                                             PolicyGradient, LLMGuided)}
+REPLAYABLE = [name for name, s in STRATEGIES.items() if s.replayable]  # what benchmarks replay offline
 DEFAULT = Evolutionary.name
 
 
@@ -25,6 +29,7 @@ def strategy_class(name: str) -> type[Strategy] | None:
     missing = [m for m in STRATEGIES[name].requires if importlib.util.find_spec(m) is None]
     if missing:
         raise UserError(f"strategy '{name}' needs {', '.join(missing)}: pip install -e '.[search]'")
+    STRATEGIES[name].preflight()
     return STRATEGIES[name]
 
 
@@ -35,4 +40,4 @@ def make_strategy(name: str, space, seed: int) -> Strategy:
     return cls(space, seed)
 
 
-__all__ = ["DEFAULT", "STRATEGIES", "Strategy", "make_strategy", "strategy_class"]
+__all__ = ["DEFAULT", "REPLAYABLE", "STRATEGIES", "Strategy", "make_strategy", "strategy_class"]

@@ -17,6 +17,12 @@ from ..space import KnobSpace, Point, point_key
 class Strategy:
     name = "base"
     requires: tuple[str, ...] = ()  # optional packages the strategy imports lazily
+    replayable = True  # its proposals follow from the seed and the results alone (not a remote model's)
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Raise a UserError if the strategy cannot run here (say, its endpoint is not
+        configured), before any work starts."""
 
     def __init__(self, space: KnobSpace, seed: int = 0):
         self.space = space
@@ -48,6 +54,11 @@ class Strategy:
     def propose(self) -> Point:
         """One candidate; `ask` filters out repeats."""
         raise NotImplementedError
+
+    def proposals(self) -> dict[str, int]:
+        """Where the proposals came from, where that is worth reporting (e.g. how many a
+        language model made and how many replaced its invalid ones); {} by default."""
+        return {}
 
     def ranked(self, with_prior: bool = False) -> list[tuple[Point, Result]]:
         """Correct measurements (and warm-start evidence, if asked), fastest first."""

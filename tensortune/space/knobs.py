@@ -126,6 +126,12 @@ class Split:
     def trivial(self) -> tuple[int, ...]:
         return (self.extent,) + (1,) * (self.parts - 1)
 
+    def describe(self) -> dict:
+        """The knob's allowed values in words and numbers (for an agent, as JSON)."""
+        limit = {"innermost_at_most": self.max_inner} if self.max_inner < 1 << 30 else {}
+        return {"name": self.name, "kind": "split", "factors": self.parts, "multiply_to": list(self.totals),
+                **limit, "rule": f"{self.parts} positive integers, outer to inner, whose product is one of {list(self.totals)}"}
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -154,6 +160,10 @@ class Choice:
 
     def values(self) -> list:
         return list(self.options)
+
+    def describe(self) -> dict:
+        """The knob's allowed values (for an agent, as JSON)."""
+        return {"name": self.name, "kind": "choice", "options": [list(o) if isinstance(o, tuple) else o for o in self.options]}
 
     def project(self, value: Any) -> Any:
         return value if value in self.options else self.options[0]
