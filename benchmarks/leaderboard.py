@@ -9,8 +9,9 @@ time per trial (ask + tell). The cost-model strategy (`model`) is evaluated only
 was not trained on: for each family, a model trained on the other families' tables.
 
 The other strategies run first, over every corpus task; each held-out model is then trained
-on the points they proposed there (not on the whole table, which `model`'s own runs grow), so
-a re-run trains the same models and proposes the same points.
+on the points that random, evolutionary, bo, tpe and lfbo (TEACHERS, replayed whatever
+--strategies says) proposed there: not on the whole table, which `model`'s own runs grow, so a
+re-run trains the same models and proposes the same points.
 
 A point no table holds yet (a changed strategy, a new seed) is measured here, on the table's
 hardware class only, and added to the table; the run says how many. A point's entry never
@@ -45,6 +46,9 @@ from tensortune.space import point_from_json  # noqa: E402
 from tensortune.target import make_target  # noqa: E402
 
 CHECKPOINTS = (16, 32, 64)
+# the strategies whose proposals the held-out cost models learn from: fixed, so that adding a
+# strategy to the leaderboard (or running fewer) changes neither those models nor model's runs
+TEACHERS = ["random", "evolutionary", "bo", "tpe", "lfbo"]
 WITHIN = (10, 20)
 
 
@@ -222,21 +226,20 @@ def main() -> None:
     unknown = [s for s in args.strategies if s not in STRATEGIES]
     if unknown:
         raise SystemExit(f"error: unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
-    others = [s for s in args.strategies if s != "model"]
-    if "model" in args.strategies and not others:
-        raise SystemExit("error: model's held-out cost models learn from the points the other strategies propose: "
-                         "name at least one other strategy")
     tasks = [corpus.get_task(n) for n in args.tasks]
     target = make_target("cpu", MeasureConfig().threads)
     start = time.perf_counter()
-    # the held-out models learn from every corpus task outside the family, reported or not
-    first = corpus.CORPUS if "model" in args.strategies else tasks
-    results = {t.name: run_logged(t, target, args, others, make_strategy_for({})) for t in first}
-    if "model" in args.strategies:
-        proposed = {name: {k for runs in r["runs"].values() for run in runs for k in run["keys"]} for name, r in results.items()}
+    others = [s for s in args.strategies if s != "model"]
+    if "model" not in args.strategies:
+        results = {t.name: run_logged(t, target, args, others, make_strategy_for({})) for t in tasks}
+    else:  # the held-out models learn from every corpus task outside the family, reported or not
+        first = list(dict.fromkeys(TEACHERS + others))
+        results = {t.name: run_logged(t, target, args, first, make_strategy_for({})) for t in corpus.CORPUS}
+        proposed = {name: {k for s in TEACHERS for run in r["runs"][s] for k in run["keys"]} for name, r in results.items()}
         make = make_strategy_for(held_out_models(dict.fromkeys(t.family for t in tasks), proposed, target, args.tables))
         for task in tasks:
             merge(results[task.name], run_logged(task, target, args, ["model"], make))
+            results[task.name]["runs"] = {s: results[task.name]["runs"][s] for s in args.strategies}
     results = {t.name: results[t.name] for t in tasks}
     for task in tasks:
         add_curves(task, results[task.name], args.tables)
