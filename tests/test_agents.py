@@ -38,8 +38,8 @@ def test_an_agent_measures_a_point_a_trace_and_a_function_and_finds_them_in_the_
 
     target = make_target("cpu", 1)
     workload = get_workload("conv1d", "M=256,N=16")
-    sketch = make_space("sketch", workload, target.spec)
-    trace = trace_json(sketch.apply(sketch.named("default")))
+    template = make_space("cpu-template", workload)
+    trace = trace_json(template.apply(template.named("hand")))  # any schedule's trace replays
     db_path = tmp_path / "agent.db"
     server = StdioServerParameters(command=sys.executable, args=[
         "-m", "tensortune", "mcp", "--db", str(db_path), "--threads", "1", "--trials", "4"])

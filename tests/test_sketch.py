@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tensortune.space import InvalidPoint, make_space, point_key
+from tensortune.space.code import trace_json
 from tensortune.space.sketch import TraceSpace
 from tensortune.workloads import get_workload
 
@@ -58,18 +59,8 @@ def test_a_trace_replays_to_the_same_kernel(spaces, target_spec):
     space = spaces["conv1d"]
     schedule = space.apply(space.sample(random.Random(3)))
     replay = TraceSpace(space)
-    trace = json.dumps(_plain(schedule.trace.as_json(remove_postproc=True)))
+    trace = trace_json(schedule, remove_postproc=True)
     assert_correct(space.workload, replay.apply({"trace": trace}), target_spec)
-
-
-def _plain(value):
-    """TVM's trace JSON holds IntImm/FloatImm/String objects; MetaSchedule's record files hold
-    plain JSON, which is what TraceSpace points carry."""
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "Array":
-        return [_plain(v) for v in value]
-    if hasattr(value, "value"):
-        return value.value
-    return value if isinstance(value, (int, float, type(None))) else str(value)
 
 
 def cli(*args):

@@ -48,10 +48,10 @@ def apply_text(task: ApplyTask) -> str:
     return tvm.ir.save_json(sch.mod)
 
 
-def trace_json(sch) -> str:
-    """A schedule's trace as the JSON text `form="trace"` takes (TVM's as_json holds TVM
-    integers that json cannot write)."""
-    return json.dumps(_plain(sch.trace.as_json()))
+def trace_json(sch, remove_postproc: bool = False) -> str:
+    """A schedule's trace as the JSON text `form="trace"` takes, as MetaSchedule's record
+    files hold it (TVM's as_json holds TVM integers and strings that json cannot write)."""
+    return json.dumps(_plain(sch.trace.as_json(remove_postproc=remove_postproc)))
 
 
 def _plain(value):
