@@ -241,8 +241,8 @@ class Workbench:
             [result] = self._ensure_measurer(template).measure([point], final=True, space=template)
             self.db.add(self._task(workload, name), label, [point], [result])
             out[label] = _result(result)
-        if not isinstance(workload, KernelWorkload):
-            out["vendor"] = measure_baselines(workload.family.name, workload.shape, self.target.threads)
+        if not isinstance(workload, KernelWorkload) and workload.family.source is None and self.target.name == "cpu":
+            out["vendor"] = measure_baselines(workload.name, workload.shape, self.target.threads)  # as `tune` does
         return {"task": task, "space": name, **out}
 
     def _ensure_measurer(self, space) -> Measurer:

@@ -211,3 +211,17 @@ def test_a_tuning_run_with_llm_reports_how_many_points_came_from_the_model(monke
     assert summary.new_trials == 4 and summary.best is not None
     assert report.as_json(summary)["proposals"] == {"from the model": 1, "invalid or repeated, replaced by mutations": 3}
     assert "proposals: from the model 1" in report.table(summary).caption
+
+
+def test_the_workbench_measures_baselines_side_by_side_and_describe_then_shows_them(tmp_path):
+    from tensortune import Budget, Database, MeasureConfig, Workbench, make_target
+
+    bench = Workbench(Database(str(tmp_path / "b.db")), make_target("cpu", 1), MeasureConfig(threads=1), Budget(trials=1))
+    try:
+        measured = bench.baselines("gemm:M=16,N=16,K=16")
+        described = bench.describe("gemm:M=16,N=16,K=16")
+    finally:
+        bench.close()
+    assert measured["naive"]["ok"] and measured["hand"]["ok"] and measured["vendor"]["numpy"] > 0
+    assert described["baselines"] == {"naive": measured["naive"]["latency_s"], "hand": measured["hand"]["latency_s"]}
+    assert described["budget"]["trials"] == 1  # baselines are not trials
