@@ -11,6 +11,7 @@ defining `schedule(sch)`; the last two are untrusted text, applied only in a wor
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -261,8 +262,6 @@ class Workbench:
 def loop_features(script: str) -> dict:
     """The widest vectorised loop and the widest parallel loop of a scheduled kernel (from
     its TVMScript: `T.vectorized(n)`, `T.parallel(n)`)."""
-    import re
-
     def widest(kind: str) -> int:
         return max((int(m) for m in re.findall(rf"T\.{kind}\((?:\d+,\s*)?(\d+)\)", script)), default=1)
 
@@ -275,5 +274,4 @@ def _result(result: Result) -> dict:
 
 
 def _record(space: str, record) -> dict:
-    point = record.point if space != CodeSpace.name else {"form": record.point.get("form"), "text": record.point.get("text")}
-    return {"space": space, "label": record.label, "point": point, **_result(record.result)}
+    return {"space": space, "label": record.label, "point": record.point, **_result(record.result)}
