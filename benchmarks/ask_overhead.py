@@ -10,7 +10,7 @@ import argparse
 import time
 
 from tensortune.db import Database, Task
-from tensortune.measure import MeasureConfig
+from tensortune.measure.config import MeasureConfig
 from tensortune.search import REPLAYABLE, make_strategy
 from tensortune.space import make_space
 from tensortune.target import make_target

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from tensortune.measure import Result
+from tensortune.measure.result import Result
 from tensortune.space import make_space
 
 TABLES = Path(__file__).parent / "corpus" / "tables"
@@ -175,7 +175,7 @@ _FEATURES: dict[tuple[CorpusTask, str], dict] = {}  # (task, target) -> point ke
 def _features(task: CorpusTask, target_json: str, keys: list[str]) -> list:
     """Each point's features, extracted once per process (5-10 ms a point)."""
     from tensortune.costmodel import FeatureExtractor
-    from tensortune.space import point_from_json
+    from tensortune.points import point_from_json
 
     known = _FEATURES.setdefault((task, target_json), {})
     missing = [k for k in keys if k not in known]

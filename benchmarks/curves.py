@@ -5,26 +5,26 @@ from __future__ import annotations
 import math
 import time
 
+from tensortune.db import Database
 from tensortune.measure.replay import ReplayTable
-from tensortune.space import point_key
+from tensortune.points import point_key
+from tensortune.tuning.round import TaskTuner, run_round
 
 
-def trace(strategy, replay: ReplayTable, trials: int, batch: int) -> dict:
-    """Ask and tell until `trials` points (or the strategy runs dry): the points' keys in
-    order, how many failed, and the strategy's own time (ask + tell)."""
-    keys, failed, own_s = [], 0, 0.0
+def trace(strategy, replay: ReplayTable, trials: int, batch: int, floor: float = 0.0) -> dict:
+    """Tuning rounds (tuning/round.py, as `tune` runs them, the implausible re-check included;
+    records in a throwaway in-memory database) until `trials` points or the strategy runs
+    dry: the points' keys in order, how many failed, and the strategy's own time (the
+    rounds' time less the table's)."""
+    tuner = TaskTuner(replay.task, strategy.space, strategy, Database(":memory:"), floor=floor)
+    keys, failed, start, answering = [], 0, time.perf_counter(), replay.seconds
     while len(keys) < trials:
-        start = time.perf_counter()
-        points = strategy.ask(min(batch, trials - len(keys)))
-        own_s += time.perf_counter() - start
-        if not points:
+        measured = run_round(tuner, replay, min(batch, trials - len(keys)))
+        if not measured:
             break
-        results = replay.measure(points)
-        start = time.perf_counter()
-        strategy.tell(points, results)
-        own_s += time.perf_counter() - start
-        keys += [point_key(p) for p in points]
-        failed += sum(not r.ok for r in results)
+        keys += [point_key(p) for p, _ in measured]
+        failed += sum(not r.ok for _, r in measured)
+    own_s = time.perf_counter() - start - (replay.seconds - answering)
     return {"keys": keys, "failed": failed, "own_s": own_s}
 
 

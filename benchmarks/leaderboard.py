@@ -39,10 +39,12 @@ import corpus  # noqa: E402  (the benchmark's own modules, beside this script)
 from curves import at, best_so_far, trace, trials_to  # noqa: E402
 
 from tensortune.db import Database, Task  # noqa: E402
-from tensortune.measure import MeasureConfig, Measurer  # noqa: E402
+from tensortune.measure.config import MeasureConfig
+from tensortune.measure.measurer import Measurer  # noqa: E402
 from tensortune.measure.replay import ReplayTable  # noqa: E402
+from tensortune.measure.roofline import floor_s  # noqa: E402
 from tensortune.search import REPLAYABLE, STRATEGIES, make_strategy  # noqa: E402
-from tensortune.space import point_from_json  # noqa: E402
+from tensortune.points import point_from_json  # noqa: E402
 from tensortune.target import make_target  # noqa: E402
 
 CHECKPOINTS = (16, 32, 64)
@@ -60,16 +62,16 @@ class LazyMeasurer:
         self.measurer: Measurer | None = None
         self.seconds = 0.0  # spent measuring (starting the workers included)
 
-    def measure(self, points, **kwargs):
+    def measure(self, space, points, **kwargs):
         if not self.allowed:
             raise SystemExit(f"error: {len(points)} points are not in {self.space.workload.key}'s table, and {self.why}")
         start = time.perf_counter()
         if self.measurer is None:
             # as strategies.py: the table only ranks points; kernels far off the best are cut short
             config = MeasureConfig(threads=self.target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
-            self.measurer = Measurer(self.space, self.target.spec, config).__enter__()
+            self.measurer = Measurer(self.target.spec, config).__enter__()
         try:
-            return self.measurer.measure(points, **kwargs)
+            return self.measurer.measure(space, points, **kwargs)
         finally:
             self.seconds += time.perf_counter() - start
 
@@ -96,7 +98,9 @@ def replay_task(task: corpus.CorpusTask, target, args, strategies: list[str], ma
         db.add(db_task, "search", [point_from_json(k) for k in table.results], list(table.results.values()))
         replay = ReplayTable(db, db_task, measurer, cutoff=3.0)
         try:
-            runs = {s: [trace(make(s, space, seed, task), replay, args.trials, args.batch) for seed in range(args.seeds)]
+            floor = floor_s(space.workload, target)
+            runs = {s: [trace(make(s, space, seed, task), replay, args.trials, args.batch, floor)
+                        for seed in range(args.seeds)]
                     for s in strategies}
         finally:
             measurer.close()

@@ -89,12 +89,12 @@ def metaschedule(model, target, trials: int, work_dir: str):
 
 def bench(name: str, args) -> dict:
     from tensortune.db import Database
-    from tensortune.measure import MeasureConfig
+    from tensortune.measure.config import MeasureConfig
     from tensortune.model import build_model, import_model
     from tensortune.model.build import build_checked, fresh_case
     from tensortune.model import tune_model, zoo
     from tensortune.target import make_target
-    from tensortune.tuner import TuneConfig
+    from tensortune.tuning.tuner import TuneConfig
 
     target = make_target("cpu", THREADS)
     child = subprocess.run([sys.executable, __file__, "--torch-child", name], capture_output=True, text=True)

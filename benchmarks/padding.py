@@ -21,7 +21,7 @@ from curves import at
 from strategies import replay_runs
 
 from tensortune.db import Database
-from tensortune.measure import MeasureConfig
+from tensortune.measure.config import MeasureConfig
 from tensortune.space.cpu_template import MAX_VECTOR_TILE, CpuTemplateSpace
 from tensortune.space.knobs import Split
 from tensortune.target import make_target
@@ -31,15 +31,13 @@ CHECKPOINTS = (16, 32, 64, 128)
 
 
 class ExactSplits(CpuTemplateSpace):
-    """The CPU template without padded tiles: spatial splits multiply to the extent."""
+    """The CPU template without padded tiles: spatial splits multiply to the extent. It has no
+    hand schedule: the operators' hands are for "cpu-template" and tile padded extents."""
     name = "cpu-template-exact"
 
     def _knobs(self) -> list:
         exact = {f"tile.{axis}": extent for axis, extent in self.nest.spatial}
         return [Split(k.name, exact[k.name], 3, MAX_VECTOR_TILE) if k.name in exact else k for k in super()._knobs()]
-
-    def hand_of(self, family):
-        return None  # the hands tile padded extents; this comparison needs none
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import corpus  # noqa: E402
 
 from tensortune.costmodel.model import PRETRAINED  # noqa: E402
-from tensortune.measure import MeasureConfig  # noqa: E402
+from tensortune.measure.config import MeasureConfig  # noqa: E402
 from tensortune.target import make_target  # noqa: E402
 
 

@@ -11,12 +11,12 @@ import json
 import tempfile
 
 from tensortune import report
-from tensortune.baselines import measure_baselines
+from tensortune.measure.baselines import measure_baselines
 from tensortune.db import Database
-from tensortune.measure import MeasureConfig
+from tensortune.measure.config import MeasureConfig
 from tensortune.search import DEFAULT
 from tensortune.target import make_target
-from tensortune.tuner import TuneConfig, tune
+from tensortune.tuning.tuner import TuneConfig, tune
 from tensortune.workloads import get_workload
 
 WORKLOADS = ("gemm-1024", "conv1d-1024", "dwconv2d-seed")

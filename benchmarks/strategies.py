@@ -22,8 +22,10 @@ from pathlib import Path
 
 from curves import at, best_so_far, trace, trials_to
 from tensortune.db import Database, Task
-from tensortune.measure import MeasureConfig, Measurer
+from tensortune.measure.config import MeasureConfig
+from tensortune.measure.measurer import Measurer
 from tensortune.measure.replay import ReplayTable
+from tensortune.measure.roofline import floor_s
 from tensortune.search import make_strategy
 from tensortune.space import make_space
 from tensortune.target import make_target
@@ -44,11 +46,13 @@ def replay_runs(space, db: Database, target, args) -> tuple[dict[str, list[dict]
     # table's best are timed by one call, and stopped (recorded as run_timeout) after 8x that.
     config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
     task = Task(space.workload.key, target.name, target.hardware, space.name)
-    with Measurer(space, target.spec, config) as measurer:
+    floor = floor_s(space.workload, target)
+    with Measurer(target.spec, config) as measurer:
         replay = ReplayTable(db, task, measurer, cutoff=3.0)
-        runs = {s: [trace(make_strategy(s, space, seed), replay, args.trials, args.batch) for seed in range(args.seeds)]
+        runs = {s: [trace(make_strategy(s, space, seed), replay, args.trials, args.batch, floor)
+                    for seed in range(args.seeds)]
                 for s in args.strategies}
-        replay.refine(args.refine)
+        replay.refine(space, args.refine)
     for rs in runs.values():
         for r in rs:
             r["curve"] = best_so_far(r["keys"], replay.table)

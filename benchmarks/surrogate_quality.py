@@ -21,10 +21,11 @@ import random
 import statistics
 
 from tensortune.db import Database, Task
-from tensortune.measure import MeasureConfig
+from tensortune.measure.config import MeasureConfig
 from tensortune.measure.replay import ReplayTable
 from tensortune.search import make_strategy
-from tensortune.space import make_space, point_from_json
+from tensortune.space import make_space
+from tensortune.points import point_from_json
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
 

@@ -206,9 +206,9 @@ def caught_by(path: str, wl) -> set[str]:
 def false_rejections(trials: int) -> list[tuple[str, int, int]]:
     """(workload, candidates measured, rejected as wrong) for a tune of each workload."""
     from tensortune.db import Database
-    from tensortune.measure import MeasureConfig
+    from tensortune.measure.config import MeasureConfig
     from tensortune.target import make_target
-    from tensortune.tuner import TuneConfig, tune
+    from tensortune.tuning.tuner import TuneConfig, tune
     from tensortune.workloads import get_workload
 
     out = []

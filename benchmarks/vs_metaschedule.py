@@ -17,9 +17,9 @@ import tempfile
 import time
 
 from tensortune.db import Database
-from tensortune.measure import MeasureConfig
+from tensortune.measure.config import MeasureConfig
 from tensortune.target import make_target
-from tensortune.tuner import TuneConfig, tune
+from tensortune.tuning.tuner import TuneConfig, tune
 from tensortune.workloads import get_workload
 
 WORKLOADS = ("conv1d-1024", "dwconv2d-seed", "gemm-1024")

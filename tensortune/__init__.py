@@ -9,19 +9,24 @@ The public API (imported lazily: `import tensortune` does not load TVM):
   `export_model(...)`: the tuned model, checked against torch.
 - `load(folder)`: a tuned model or exported kernel as a callable on torch tensors.
 - `Workbench(db, target, MeasureConfig, Budget)`: tuning driven from outside (an agent): tasks
-  described, schedules (knob points, traces, Python) measured by `tune`'s path within budgets;
-  `tensortune mcp` serves it over the Model Context Protocol.
-- `make_target(name, threads)`, `Database(path)`, `TuneConfig`, `MeasureConfig`.
+  described, schedules (knob points, traces, Python) measured by `tune`'s round within
+  budgets; `tensortune mcp` serves it over the Model Context Protocol.
+- `Measurer`, `BatchEvaluator`, `ReplayTable`: the evaluators (local, batch, replay) behind
+  one interface, `measure(space, points, cutoff_s, final) -> list[Result]`.
+- `make_target(name, threads)`, `Database(path)`, `TuneConfig`, `MeasureConfig`, `Result`,
+  `Status`, `Label`.
 """
 from importlib import import_module
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "get_workload": "workloads", "workload": "workloads", "tune": "tuner", "TuneConfig": "tuner",
-    "MeasureConfig": "measure", "make_target": "target", "Database": "db", "load": "loader",
+    "get_workload": "workloads", "workload": "workloads", "tune": "tuning.tuner", "TuneConfig": "tuning.tuner",
+    "MeasureConfig": "measure.config", "Measurer": "measure.measurer", "BatchEvaluator": "measure.batch",
+    "ReplayTable": "measure.replay", "Result": "measure.result", "Status": "measure.result",
+    "Label": "measure.result", "make_target": "target", "Database": "db", "load": "deploy.loader",
     "load_factory": "model", "import_model": "model", "tune_model": "model", "build_model": "model",
-    "export_model": "model", "Workbench": "workbench", "Budget": "workbench",
+    "export_model": "model", "Workbench": "agents.workbench", "Budget": "agents.workbench",
 }
 __all__ = sorted(_EXPORTS)
 

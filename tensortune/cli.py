@@ -15,8 +15,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.exceptions import TyperException
 
 from .errors import UserError
+from .measure.result import Label
+from .search import DEFAULT, STRATEGIES, check_options, metaschedule, strategy_class
+from .space import KIND, SPACES, TEMPLATES, check_fits
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Search schedules for tensor kernels; keep every result; hand back the fastest correct one.")
@@ -29,6 +33,21 @@ TARGET = typer.Option("cpu", "--target", help="where kernels run: cpu | cuda")
 ARCH = typer.Option("sm_90", "--arch", help="GPU architecture for --target cuda (sm_80, sm_90, ...)")
 THREADS = typer.Option(None, "--threads", help="threads per kernel (default: the cores this process may use)")
 MCPU = typer.Option(None, "--mcpu", help="LLVM CPU name (default: this machine's, e.g. znver4)")
+# the lists in the help come from the registries (search/__init__.py, space/__init__.py)
+ASK_TELL = " | ".join(STRATEGIES)
+OPTION = typer.Option(None, "--option", help="a strategy's option, KEY=VALUE (repeatable; 'tensortune strategies' "
+                      "lists each strategy's)")
+
+
+def _options(pairs: list[str] | None) -> dict[str, str]:
+    """--option KEY=VALUE pairs as a dict; a malformed pair is a UserError."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"an option is KEY=VALUE, got '{pair}'", option="--option")
+        out[key.strip()] = value.strip()
+    return out
 
 
 @app.command()
@@ -36,9 +55,11 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
                                                    "or your operator: FILE.py:FUNCTION (with --shape)"),
          shape: Optional[str] = SHAPE, target: str = TARGET,
          trials: int = typer.Option(64, "--trials", min=1, help="search trials for this task, earlier runs' included"),
-         strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | model | rl | llm (TENSORTUNE_LLM_URL, _MODEL, _KEY) | metaschedule (TVM's own tuner, re-timed by us)"),
-         space: Optional[str] = typer.Option(None, "--space", help="cpu-template | cuda-template (expert knobs; "
-                                             "the default for the target) | sketch (MetaSchedule's, any operator)"),
+         strategy: str = typer.Option(DEFAULT, "--strategy", help=f"{ASK_TELL} | {metaschedule.NAME} (TVM's own "
+                                      "tuner, re-timed by us); llm needs TENSORTUNE_LLM_URL, _MODEL, _KEY"),
+         option: Optional[list[str]] = OPTION,
+         space: Optional[str] = typer.Option(None, "--space", help=" | ".join(SPACES) + " (default: the target's "
+                                             "template, " + ", ".join(f"{n} for {k}" for n, k in KIND.items()) + ")"),
          arch: str = ARCH,
          seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
          mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
@@ -48,16 +69,15 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
          as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
     """Tune WORKLOAD: search, verify, time, store; then report naive, hand, tuned and vendor times."""
     from . import report
-    from .baselines import measure_baselines
-    from .measure import MeasureConfig
-    from .tuner import TuneConfig
-    from .search import strategy_class
-    from .space import KIND, TEMPLATES, check_fits
+    from .measure.baselines import measure_baselines
+    from .measure.config import MeasureConfig
     from .target import check_runnable
-    from .tuner import tune as run_tuner
+    from .tuning.tuner import TuneConfig
+    from .tuning.tuner import tune as run_tuner
     from .workloads import check_memory
 
-    strategy_class(strategy)  # reject unknown names before any work starts
+    options = _options(option)
+    check_options(strategy, options)  # unknown names and bad values stop before any work starts
     wl, tgt = _workload(workload, shape, db), _target(target, threads, mcpu, arch)
     space = space or TEMPLATES[tgt.spec["kind"]]
     check_fits(space, tgt.spec)
@@ -68,7 +88,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
     check_memory(wl)
     database = _open_db(db)  # only once every check passed: a refused command leaves no database
     config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
-                        warm_start_family=warm_start_family)
+                        warm_start_family=warm_start_family, options=tuple(options.items()))
     with _progress(as_json) as bar:
         job = bar.add_task(f"tuning {wl.preset or wl.key}", total=trials)
         update = lambda done, total, best: bar.update(  # noqa: E731
@@ -86,8 +106,9 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
 def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns the module and example inputs) "
                                                  "or a zoo model: resnet18, mobilenet_v2, bert_layer, gpt_block, ..."),
                trials: int = typer.Option(..., "--trials", min=1, help="search trials for the whole model, earlier runs' included"),
-               strategy: str = typer.Option("evolutionary", "--strategy", help="random | evolutionary | bo | tpe | lfbo | model | rl | llm"),
-               space: str = typer.Option("sketch", "--space", help="sketch (any kernel) | cpu-template | cuda-template"),
+               strategy: str = typer.Option(DEFAULT, "--strategy", help=ASK_TELL),
+               option: Optional[list[str]] = OPTION,
+               space: str = typer.Option("sketch", "--space", help=" | ".join(SPACES) + " (sketch fits any kernel)"),
                target: str = TARGET, arch: str = ARCH,
                out_dir: Optional[str] = typer.Option(None, "--out", help="folder for the tuned model (model.so, "
                                                      "model.json): tensortune.load(folder) calls it from torch"),
@@ -95,16 +116,16 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
                mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
                as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
     """Tune every kernel of a PyTorch model with one budget; build it, check it against torch, export it."""
-    from .measure import MeasureConfig
+    from .measure.config import MeasureConfig
     from .model import build_model, export_model, import_model, load_factory, tune_model as run_model
     from .report import model_json, model_table
-    from .search import strategy_class
-    from .space import check_fits
     from .target import check_runnable
-    from .tuner import TuneConfig
+    from .tuning.tuner import TuneConfig
 
     if strategy_class(strategy) is None:
-        raise UserError("--strategy metaschedule tunes single operators; for a model use random, evolutionary, bo, tpe, lfbo or model")
+        raise UserError(f"--strategy {strategy} tunes single operators; for a model use one of {', '.join(STRATEGIES)}")
+    options = _options(option)
+    check_options(strategy, options)
     tgt = _target(target, threads, mcpu, arch)
     check_runnable(tgt, model)
     os.environ["TVM_NUM_THREADS"] = str(tgt.threads)  # the model is checked and timed in this process too
@@ -112,7 +133,8 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     name, (module, inputs) = load_factory(model)
     imported = import_model(name, module, inputs, tgt.spec)
     database = _open_db(db)  # only once the model is in: a model that cannot come in leaves no database
-    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space)
+    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
+                        options=tuple(options.items()))
     with _progress(as_json) as bar:
         rows: dict = {}
         total = bar.add_task(f"{name}: {len(imported.kernels)} kernels", total=trials)
@@ -147,16 +169,29 @@ def mcp(db: str = DB, target: str = TARGET, threads: Optional[int] = THREADS, mc
         trials: int = typer.Option(256, "--trials", min=1, help="measurements the session may make, all tasks together"),
         seconds: float = typer.Option(3600.0, "--seconds", min=1, help="wall time the session may measure for")) -> None:
     """Serve the tuning loop to an agent: a Model Context Protocol server on stdin/stdout (see README, "Agents")."""
-    from .measure import MeasureConfig
-    from .mcp_server import serve
+    from .measure.config import MeasureConfig
+    from .agents.mcp_server import serve
     from .target import check_runnable
-    from .workbench import Budget, Workbench
+    from .agents.workbench import Budget, Workbench
 
     if importlib.util.find_spec("mcp") is None:
         raise UserError("the MCP server needs the mcp package: pip install -e '.[agents]'")
     tgt = _target(target, threads, mcpu, arch)
     check_runnable(tgt)
     serve(Workbench(_open_db(db), tgt, MeasureConfig(threads=tgt.threads), Budget(trials, seconds)))
+
+
+@app.command()
+def strategies() -> None:
+    """The search strategies (for --strategy) and each one's options (for --option KEY=VALUE)."""
+    grid = Table(title="strategies")
+    for column in ("strategy", "what", "options (default): meaning"):
+        grid.add_column(column)
+    for name, cls in STRATEGIES.items():
+        what = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        grid.add_row(name, what, "\n".join(f"{o.name} ({o.default:g}): {o.meaning}" for o in cls.options) or "-")
+    grid.add_row(metaschedule.NAME, "TVM's own tuner, run natively; its records re-verified and re-timed by us", "-")
+    out.print(grid)
 
 
 @app.command("list")
@@ -205,7 +240,7 @@ def _show_model(name: str, kernels: list, database) -> None:
     out.print(f"[bold]{name}[/]: {len(kernels)} kernels (function, calls, then each task: trials, default, best)")
     for function, key, calls, outputs in kernels:
         tasks = database.tasks(key)
-        default = {(t.target, t.hardware): r.result.latency for t in tasks for r in database.records(t, ("default",))}
+        default = {(t.target, t.hardware): r.result.latency for t in tasks for r in database.records(t, (Label.DEFAULT,))}
         lines = []
         for task, trials in ((t, len(database.records(t))) for t in tasks):
             if not trials:
@@ -223,7 +258,7 @@ def export(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db
            out_dir: str = typer.Option("tensortune-export", "--out", help="folder for kernel.so, kernel.py, record.json"),
            target: str = TARGET, threads: Optional[int] = THREADS, mcpu: Optional[str] = MCPU) -> None:
     """Write the best kernel for WORKLOAD on this hardware: shared library, TVMScript, JSON record."""
-    from .exporter import export_best
+    from .deploy.exporter import export_best
 
     wl, tgt, database = _workload(workload, shape, db), _target(target, threads, mcpu), _open_db(db, must_exist=True)
     paths = export_best(wl, tgt, database, Path(out_dir))
@@ -267,8 +302,7 @@ def batch_export(workloads: Optional[list[str]] = typer.Argument(None, help="pre
                  seed: int = typer.Option(0, "--seed"), threads: Optional[int] = THREADS,
                  mcpu: Optional[str] = MCPU, out_dir: str = typer.Option(..., "--out", help="a new folder for the batch")) -> None:
     """Build naive, hand and COUNT candidates per workload (or per kernel of a model) into a batch folder to carry to the machine that runs them."""
-    from .batch import export_batch, export_model_batch
-    from .space import TEMPLATES, check_fits
+    from .tuning.batch import export_batch, export_model_batch
     from .workloads import get_workload
 
     if bool(workloads) == bool(model):
@@ -294,24 +328,16 @@ def batch_export(workloads: Optional[list[str]] = typer.Argument(None, help="pre
 def batch_run(batch: str = typer.Argument(...), timeout: float = typer.Option(60.0, "--timeout", help="seconds one kernel may take"),
               threads: Optional[int] = THREADS) -> None:
     """Run a batch here (what the GPU host does): verify and time every kernel, then the vendor baselines."""
-    import os
-    import subprocess
-
+    from .measure.batch import run_here
     from .measure.config import default_threads
 
-    runner = Path(batch) / "runner.py"
-    if not runner.is_file():
-        raise UserError(f"'{batch}' is not a batch (no runner.py); make one with 'tensortune batch export'")
-    env = dict(os.environ, TVM_NUM_THREADS=str(threads or default_threads()))
-    done = subprocess.run([sys.executable, str(runner), batch, "--timeout", str(timeout)], env=env)
-    if done.returncode != 0:
-        raise UserError(f"the batch runner failed (exit code {done.returncode}); see its message above")
+    run_here(Path(batch), timeout, threads or default_threads())
 
 
 @batch_app.command("import")
 def batch_import(batch: str = typer.Argument(...), db: str = DB) -> None:
     """Store a batch's results as records, and print best vs naive, hand and torch per workload."""
-    from .batch import import_batch
+    from .tuning.batch import import_batch
     from .report import batch_table
 
     summaries = import_batch(Path(batch), _open_db(db))
@@ -347,11 +373,21 @@ def main() -> None:
     if debug:
         sys.argv.remove("--debug")
     try:
-        app()
+        code = app(standalone_mode=False)  # click's usage errors come here, to be one line too
+    except TyperException as error:  # click's usage errors (typer carries its own click)
+        if type(error).__name__ == "NoArgsIsHelpError":  # a bare command: typer has printed its help
+            sys.exit(0)
+        command = getattr(getattr(error, "ctx", None), "command_path", "tensortune")
+        err.print(f"error: {error.format_message()} (see '{command} --help')", highlight=False, markup=False)
+        sys.exit(2)
+    except typer.Abort:
+        err.print("interrupted: every finished batch is stored; run the same command again to resume")
+        sys.exit(130)
     except UserError as error:
         if debug:
             raise
-        err.print(f"error: {error}", highlight=False, markup=False)
+        where = f" ({error.option})" if error.option else ""
+        err.print(f"error: {error}{where}", highlight=False, markup=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted: every finished batch is stored; run the same command again to resume")
@@ -363,3 +399,4 @@ def main() -> None:
         err.print(f"error: internal error, {type(error).__name__}: {message} (run again with --debug for the "
                   "traceback, and please report it)", highlight=False, markup=False)
         sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

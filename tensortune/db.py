@@ -15,15 +15,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import UserError
-from .measure import Result
-from .space import point_from_json, point_key
+from .measure.result import BASELINES, Label, Result
+from .points import point_from_json, point_key
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY,
     workload TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL, space TEXT NOT NULL,
     point TEXT NOT NULL,          -- canonical JSON (space.point_key): equal points, equal text
-    label TEXT NOT NULL,          -- 'search', 'naive', 'hand', or 'final' for re-timings
+    label TEXT NOT NULL,          -- measure.result.Label: search, final, naive, hand, default
     status TEXT NOT NULL, reason TEXT NOT NULL,
     latency_s REAL, spread REAL, runs TEXT NOT NULL, threads INTEGER, build_s REAL,
     created REAL NOT NULL
@@ -63,7 +63,7 @@ class Database:
             self.conn.executescript(SCHEMA)
             self.conn.execute("SELECT count(*) FROM records").fetchone()
         except sqlite3.DatabaseError as err:
-            raise UserError(f"cannot use database '{path}': {err}; pass --db with a writable SQLite file") from None
+            raise UserError(f"cannot use database '{path}': {err}; use a writable SQLite file", option="--db") from None
 
     def add(self, task: Task, label: str, points: list[dict], results: list[Result]) -> None:
         self.add_many([(task, label, p, r) for p, r in zip(points, results)])
@@ -79,27 +79,27 @@ class Database:
                                       " status, reason, latency_s, spread, runs, threads, build_s, created)"
                                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         except sqlite3.DatabaseError as err:
-            raise UserError(f"cannot write database '{self.path}': {err}; pass --db with a writable file") from None
+            raise UserError(f"cannot write database '{self.path}': {err}; use a writable file", option="--db") from None
 
-    def records(self, task: Task, labels: tuple[str, ...] = ("search",)) -> list[Record]:
+    def records(self, task: Task, labels: tuple[Label, ...] = (Label.SEARCH,)) -> list[Record]:
         """The task's records in measurement order."""
         marks = ",".join("?" * len(labels))
         rows = self.conn.execute(
             "SELECT point, label, status, reason, runs, threads, build_s, created FROM records"
             f" WHERE workload=? AND target=? AND hardware=? AND space=? AND label IN ({marks}) ORDER BY id",
             (task.workload, task.target, task.hardware, task.space, *labels)).fetchall()
-        return [Record(point_from_json(p), label, Result(s, reason, tuple(json.loads(runs)), t or 0, b or 0.0), c)
+        return [Record(point_from_json(p), Label(label), Result(s, reason, tuple(json.loads(runs)), t or 0, b or 0.0), c)
                 for p, label, s, reason, runs, t, b, c in rows]
 
     def best(self, task: Task) -> Record | None:
-        """The fastest verified kernel of the task, naive and hand included. A point re-timed
-        at the end counts with its latest careful timing (a failed re-check rules it out),
-        never with the luckier timing it may have had during search."""
+        """The fastest verified kernel of the task, naive, hand and a model kernel's default
+        included. A point re-timed at the end counts with its latest careful timing (a failed
+        re-check rules it out), never with the luckier timing it may have had during search."""
         latest: dict[tuple, Record] = {}
-        for record in self.records(task, ("search", "final", "naive", "hand")):  # in measurement order
-            baseline = record.label in ("naive", "hand")  # a template point: never equal to a search point
+        for record in self.records(task, tuple(Label)):  # in measurement order
+            baseline = record.label in BASELINES  # a template point: never equal to a search point
             key = (baseline, point_key(record.point))
-            if record.label != "search" or key not in latest:
+            if record.label is not Label.SEARCH or key not in latest:
                 latest[key] = record
         ok = [r for r in latest.values() if r.result.ok]
         return min(ok, key=lambda r: r.result.latency, default=None)
@@ -144,7 +144,12 @@ class Database:
         if self.path == ":memory:":
             yield
             return
-        with open(self.path + ".claims", "a+") as claims:
+        try:
+            claims = open(self.path + ".claims", "a+")
+        except OSError as err:
+            raise UserError(f"cannot claim tasks in '{self.path}': {err.strerror} ({self.path}.claims); use a database in a "
+                            "writable folder", option="--db") from None
+        with claims:
             for task in dict.fromkeys((t.workload, t.target, t.hardware) for t in tasks):
                 offset = int(hashlib.sha1("|".join(task).encode()).hexdigest()[:10], 16)
                 try:

@@ -2,4 +2,10 @@
 
 
 class UserError(Exception):
-    """Bad input or environment: the message says what to do; the CLI prints it without a traceback."""
+    """Bad input or environment: the message says what to do, in the library's terms; where a
+    command-line option sets what was wrong, `option` names it and the CLI adds it to the line
+    (an agent over MCP sees the message alone)."""
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option

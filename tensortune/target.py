@@ -1,7 +1,7 @@
 """Targets by name, and the hardware fingerprint records are keyed by.
 
 A CUDA target can be built for on any machine (nvcc compiles here); its kernels run on a GPU
-of that architecture, here if there is one, else on a GPU host through a batch (see batch.py).
+of that architecture, here if there is one, else on a GPU host through a batch (see tuning/batch.py).
 """
 from __future__ import annotations
 
@@ -32,6 +32,25 @@ class Target:
         return f"{self.spec.get('mcpu')}-{self.threads}t-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
+@dataclass(frozen=True)
+class GpuLimits:
+    """What a block may use; the defaults are sm_90's (static shared memory: 48 KiB)."""
+
+    arch: str = "sm_90"
+    max_threads_per_block: int = 1024
+    max_shared_memory_per_block: int = 49152
+    max_registers_per_thread: int = 255
+    registers_per_block: int = 65536
+
+    @classmethod
+    def from_target(cls, spec: dict) -> "GpuLimits":
+        return cls(spec["arch"], spec["max_threads_per_block"], spec["max_shared_memory_per_block"])
+
+    def target(self) -> dict:
+        return {"kind": "cuda", "arch": self.arch, "max_threads_per_block": self.max_threads_per_block,
+                "max_shared_memory_per_block": self.max_shared_memory_per_block}
+
+
 def cuda_hardware(arch: str, gpu: str) -> str:
     return f"{arch}-" + ("-".join(gpu.lower().split()) or "unknown-gpu")
 
@@ -40,8 +59,6 @@ def make_target(name: str, threads: int, mcpu: str | None = None, arch: str = "s
     if name not in TARGETS:
         raise UserError(f"unknown target '{name}'; known: {', '.join(TARGETS)}")
     if name == "cuda":
-        from .space.cuda_template import GpuLimits
-
         if not re.fullmatch(r"sm_\d+a?", arch):
             raise UserError(f"bad GPU architecture '{arch}'; use the form sm_90 (or sm_80, sm_90a, ...)")
         return Target(name, GpuLimits(arch=arch).target(), threads, local_gpu_name())

@@ -32,7 +32,7 @@ def test_an_agent_measures_a_point_a_trace_and_a_function_and_finds_them_in_the_
 
     from tensortune.db import Database, Task
     from tensortune.space import make_space
-    from tensortune.space.code import trace_json
+    from tensortune.agents.code_space import trace_json
     from tensortune.target import make_target
     from tensortune.workloads import get_workload
 
@@ -88,8 +88,8 @@ def test_an_agent_measures_a_point_a_trace_and_a_function_and_finds_them_in_the_
 def test_agent_code_runs_in_a_worker_under_a_time_limit():
     """A function that never returns costs its time limit and its worker, not the caller;
     one that touches the caller's state cannot (it runs in another process)."""
-    from tensortune.space import InvalidPoint
-    from tensortune.space.code import CodeSpace
+    from tensortune.points import InvalidPoint
+    from tensortune.agents.code_space import CodeSpace
     from tensortune.workloads import get_workload
 
     space = CodeSpace(get_workload("conv1d", "M=64,N=16"), timeout_s=3)
@@ -156,7 +156,7 @@ def _llm_env(monkeypatch, url):
 
 def test_llm_proposals_are_parsed_checked_counted_and_replaced(monkeypatch, gemm_space):
     from tensortune.search import make_strategy
-    from tensortune.space import point_key
+    from tensortune.points import point_key
 
     from synthetic import synthetic_result
 
@@ -193,10 +193,10 @@ def test_llm_without_an_endpoint_is_one_error_line(in_process_cli, monkeypatch):
 def test_a_tuning_run_with_llm_reports_how_many_points_came_from_the_model(monkeypatch, tmp_path):
     from tensortune import report
     from tensortune.db import Database
-    from tensortune.measure import MeasureConfig
+    from tensortune.measure.config import MeasureConfig
     from tensortune.space import make_space
     from tensortune.target import make_target
-    from tensortune.tuner import TuneConfig, tune
+    from tensortune.tuning.tuner import TuneConfig, tune
     from tensortune.workloads import get_workload
 
     workload = get_workload("gemm", "16,16,16")

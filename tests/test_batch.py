@@ -9,11 +9,11 @@ import pytest
 import tvm
 from tvm import te
 
-from tensortune.batch import export_batch, import_batch
+from tensortune.tuning.batch import export_batch, import_batch
 from tensortune.db import Database
 from tensortune.errors import UserError
-from tensortune.measure import MeasureConfig
-from tensortune.space import point_key
+from tensortune.measure.config import MeasureConfig
+from tensortune.points import point_key
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
 
@@ -102,7 +102,7 @@ def test_import_of_an_unfinished_batch_says_what_to_do(tmp_path):
 
 
 def test_a_gpu_batch_tries_every_caching_choice_at_the_hand_tiles():
-    from tensortune.batch import choose_points
+    from tensortune.tuning.batch import choose_points
     from tensortune.space import make_space
 
     space = make_space("cuda-template", get_workload("gemm-1024"), make_target("cuda", 1).spec)
@@ -113,3 +113,31 @@ def test_a_gpu_batch_tries_every_caching_choice_at_the_hand_tiles():
     scopes = {(p["cache.A"], p["cache.B"]) for _, p in chosen if all(p[k] == v for k, v in tiles.items())}
     assert {("shared", "shared"), ("local", "local"), ("shared", "local"), ("none", "none")} <= scopes
     assert len({point_key(p) for _, p in chosen}) == len(chosen)
+
+
+def test_a_wrong_kernel_through_export_run_import_is_caught_by_the_layer_that_catches_it_here(tmp_path):
+    """A kernel that passes the timed draw (tests/mutants.py: outputs clamped at 10) is put in
+    a batch in place of a candidate; run by the runtime-only runner and imported, its record is
+    `wrong`, refused by the same check layer as this machine's own runner refuses it."""
+    from tensortune.measure import tasks
+    from tensortune.measure.config import Timing
+    from tensortune.measure import runner as local_runner
+
+    from mutants import SHAPE, clamped_gemm
+
+    wl = get_workload("gemm", ",".join(f"{k}={v}" for k, v in SHAPE.items()))
+    out = tmp_path / "b"
+    export_batch([wl], make_target("cpu", 2), out, count=1, config=QUICK)
+    manifest = json.loads((out / "manifest.json").read_text())
+    victim = manifest["candidates"][-1]
+    tvm.compile(clamped_gemm(**SHAPE), target={"kind": "llvm"}).export_library(str(out / victim["artifact"]))
+    assert run_batch(out).returncode == 0
+    db = Database(str(tmp_path / "t.db"))
+    import_batch(out, db)
+    (task,) = db.tasks(wl.key)
+    (record,) = [r for r in db.records(task, ("search",)) if point_key(r.point) == point_key(victim["point"])]
+    here = local_runner.run_kernel(local_runner.load(str(out / victim["artifact"]), "cpu"),
+                                   "cpu", tasks.all_checks(wl.ident, QUICK.seed), Timing(1, 1))
+    assert record.result.status == "wrong" and here["status"] == "wrong"
+    layer = record.result.reason.split(":")[0]
+    assert layer.endswith("draw") and layer != "uniform draw" and here["reason"].split(":")[0] == layer

@@ -10,10 +10,11 @@ import pytest
 
 from tensortune.costmodel import LENGTH, CostModel, FeatureExtractor, relevance
 from tensortune.costmodel.model import pretrained
-from tensortune.measure import Result
+from tensortune.measure.result import Result
 from tensortune.search import make_strategy
 from tensortune.search.model_guided import ModelGuided
-from tensortune.space import make_space, point_key
+from tensortune.space import make_space
+from tensortune.points import point_key
 from tensortune.workloads import get_workload
 
 from synthetic import synthetic_result

@@ -7,8 +7,11 @@ import pytest
 import tvm
 from hypothesis import given, settings, strategies as st
 
-from tensortune.measure import MeasureConfig, Measurer
-from tensortune.space import GpuLimits, InvalidPoint, make_space
+from tensortune.measure.config import MeasureConfig
+from tensortune.measure.measurer import Measurer
+from tensortune.target import GpuLimits
+from tensortune.points import InvalidPoint
+from tensortune.space import make_space
 from tensortune.space.cuda_template import resources
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
@@ -62,7 +65,7 @@ def test_shared_caching_loads_cooperatively_and_counts_its_bytes():
 ])
 def test_static_checks_reject_with_the_reason(limits, change, reason):
     space = cuda_space("gemm-1024", **limits)
-    point = space.named("naive") | space.workload.family.gpu_hand(**space.workload.kwargs) | change
+    point = space.named("naive") | space.workload.family.hand["cuda-template"](**space.workload.kwargs) | change
     assert reason in space.check(point)
     with pytest.raises(InvalidPoint, match=reason.split(" exceed")[0]):
         space.apply(point)
@@ -99,8 +102,8 @@ def test_every_seed_workload_builds_to_a_binary_for_the_gpu(tmp_path):
         space = make_space("cuda-template", get_workload(name), target.spec)
         points = [space.named("naive"), space.named("hand"), space.sample(random.Random(1))]
         paths = [str(tmp_path / f"{name}-{i}.so") for i in range(len(points))]
-        with Measurer(space, target.spec, MeasureConfig(build_workers=2)) as measurer:
-            outcomes = measurer.build(points, paths)
+        with Measurer(target.spec, MeasureConfig(build_workers=2)) as measurer:
+            outcomes = measurer.build(space, points, paths)
         assert all(o.ok for o in outcomes), [o.reason for o in outcomes]
         for path in paths:
             binary = open(path.replace(".so", ".fatbin"), "rb").read()
@@ -111,8 +114,8 @@ def test_every_seed_workload_builds_to_a_binary_for_the_gpu(tmp_path):
 def test_the_best_imported_gpu_kernel_exports_with_its_binary(tmp_path):
     """Records of a GPU measured elsewhere (as `batch import` stores them) export here."""
     from tensortune.db import Database, Task
-    from tensortune.exporter import export_best
-    from tensortune.measure import Result
+    from tensortune.deploy.exporter import export_best
+    from tensortune.measure.result import Result
 
     wl = get_workload("gemm", "M=64,N=64,K=64")
     space = make_space("cuda-template", wl, GpuLimits().target())

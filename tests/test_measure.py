@@ -8,7 +8,9 @@ import pytest
 import tvm
 from tvm import te
 
-from tensortune.measure import MeasureConfig, Measurer, runner, tasks
+from tensortune.measure.config import MeasureConfig
+from tensortune.measure.measurer import Measurer
+from tensortune.measure import runner, tasks
 from tensortune.measure.config import Timing
 from tensortune.measure.pool import WorkerPool, start_clock
 from tensortune.space import make_space
@@ -69,8 +71,8 @@ def test_measurer_verifies_times_and_records_every_outcome(target_spec):
     space = make_space("cpu-template", wl)
     good = space.named("hand")
     broken = good | {"tile.i": (3, 3, 3)}  # does not multiply to 16
-    with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
-        ok, bad = m.measure([good, broken])
+    with Measurer(target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
+        ok, bad = m.measure(space, [good, broken])
     assert ok.ok and len(ok.runs) >= 3 and ok.threads == 2 and ok.latency > 0 and ok.build_s > 0
     assert bad.status == "invalid" and "multiply to 16" in bad.reason and bad.latency == float("inf")
 
@@ -79,10 +81,10 @@ def test_a_point_measured_again_is_not_compiled_again(target_spec):
     """The final re-timing of the best reuses their libraries; only correct ones are kept."""
     space = make_space("cpu-template", get_workload("gemm", "16,16,16"))
     hand, naive = space.named("hand"), space.named("naive")
-    with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
-        (first,) = m.measure([hand])
+    with Measurer(target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
+        (first,) = m.measure(space, [hand])
         libraries = set(os.listdir(m.tmp.name))
-        again, other = m.measure([hand, naive], final=True)
+        again, other = m.measure(space, [hand, naive], final=True)
         assert len(libraries) == 1 and len(os.listdir(m.tmp.name)) == 2
     assert first.ok and again.ok and other.ok and again.build_s == first.build_s
 
@@ -90,8 +92,8 @@ def test_a_point_measured_again_is_not_compiled_again(target_spec):
 def test_a_hopeless_candidate_is_timed_once(target_spec):
     wl = get_workload("gemm", "16,16,16")
     space = make_space("cpu-template", wl)
-    with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=5, min_repeat_ms=1)) as m:
-        (slow,) = m.measure([space.named("naive")], cutoff_s=1e-12)
+    with Measurer(target_spec, MeasureConfig(threads=2, repeat=5, min_repeat_ms=1)) as m:
+        (slow,) = m.measure(space, [space.named("naive")], cutoff_s=1e-12)
     assert slow.ok and len(slow.runs) == 1 and "timed once" in slow.reason
 
 
@@ -203,8 +205,8 @@ def test_the_exact_draws_of_a_chained_reduction_are_exact(target_spec):
     """A depthwise then pointwise conv sums 9 x C products of three inputs: its exact draws are
     sized for that (sized for one reduction of two, no kernel, the naive one included, passed)."""
     space = make_space("cpu-template", get_workload("dwsep_conv2d", "1,3,8,8,3,4"))
-    with Measurer(space, target_spec, MeasureConfig(threads=2, repeat=1, min_repeat_ms=1)) as m:
-        results = m.measure([space.named("naive"), space.named("hand")])
+    with Measurer(target_spec, MeasureConfig(threads=2, repeat=1, min_repeat_ms=1)) as m:
+        results = m.measure(space, [space.named("naive"), space.named("hand")])
     assert all(r.ok for r in results), [r.reason for r in results]
     _, draws, _ = tasks.layers(space.workload.ident, 0)
     assert [name for name, *_ in draws if name.startswith("exact")] == ["exact-1", "exact-2"]
@@ -268,9 +270,9 @@ def test_every_round_draws_fresh_inputs_so_a_memorised_test_fails_the_next_round
     workload = get_workload("gemm", "M=2,N=2,K=2")
     config = MeasureConfig(threads=1, repeat=2, min_repeat_ms=1)
     space = MemorisingSpace(workload, seeds=range(config.seed, config.seed + 3))  # the first draws a run may use
-    with Measurer(space, {"kind": "llvm"}, config) as measurer:
-        first = measurer.measure([{}])[0]
-        later = [measurer.measure([{}])[0] for _ in range(3)]
+    with Measurer({"kind": "llvm"}, config) as measurer:
+        first = measurer.measure(space, [{}])[0]
+        later = [measurer.measure(space, [{}])[0] for _ in range(3)]
     assert first.ok, first.reason  # it passes the draws it memorised ...
     assert not any(r.ok for r in later)  # ... and none drawn afresh later
 
@@ -285,11 +287,11 @@ def test_a_timing_waits_while_another_process_times_on_the_cores():
     space = make_space("cpu-template", workload, {"kind": "llvm"})
     config = MeasureConfig(threads=1, repeat=2, min_repeat_ms=1)
     results = []
-    with Measurer(space, {"kind": "llvm"}, config) as measurer:
-        assert measurer.measure([space.named("naive")])[0].ok  # workers started: what follows takes a second
+    with Measurer({"kind": "llvm"}, config) as measurer:
+        assert measurer.measure(space, [space.named("naive")])[0].ok  # workers started: what follows takes a second
         with open(cores.LOCK, "a+") as other:  # as another process does while it times
             fcntl.flock(other, fcntl.LOCK_EX)
-            waiting = threading.Thread(target=lambda: results.extend(measurer.measure([space.named("hand")])))
+            waiting = threading.Thread(target=lambda: results.extend(measurer.measure(space, [space.named("hand")])))
             waiting.start()
             waiting.join(5)
             assert waiting.is_alive() and not results  # it waits its turn ...
@@ -319,9 +321,7 @@ def test_each_checked_call_and_the_timing_begin_a_phase(tmp_path, target_spec):
     space = make_space("cpu-template", workload, target_spec)
     path = str(tmp_path / "naive.so")
     tvm.compile(space.apply(space.named("naive")).mod, target=tvm.target.Target(target_spec)).export_library(path)
-    inputs, expected, limit = tasks.case(workload.ident, 0)
-    bound, draws, written = tasks.layers(workload.ident, 0)
+    case = tasks.all_checks(workload.ident, 0)
     phases = []
-    result = runner.run_kernel(runner.load(path, "cpu"), "cpu", inputs, expected, limit, Timing(2, 1), bound=bound,
-                               draws=draws, written=written, phase=lambda: phases.append(1))
-    assert result["status"] == "ok" and len(phases) == 1 + len(draws) + 1
+    result = runner.run_kernel(runner.load(path, "cpu"), "cpu", case, Timing(2, 1), phase=lambda: phases.append(1))
+    assert result["status"] == "ok" and len(phases) == 1 + len(case.draws) + 1

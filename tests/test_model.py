@@ -11,12 +11,12 @@ import torch
 
 from tensortune import load
 from tensortune.db import Database
-from tensortune.measure import MeasureConfig
+from tensortune.measure.config import MeasureConfig
 from tensortune.model import build_model, export_model, import_model, tune_model
 from tensortune.model import zoo
 from tensortune.model.build import build_checked, tolerance
 from tensortune.target import make_target
-from tensortune.tuner import TuneConfig
+from tensortune.tuning.tuner import TuneConfig
 
 FAST = MeasureConfig(threads=2, repeat=3, min_repeat_ms=1, final_repeat=3, final_min_repeat_ms=1)
 BAD = Path(__file__).parent / "models" / "bad.py"
@@ -106,7 +106,7 @@ def test_a_wrong_kernel_in_the_model_is_named_and_falls_back(tmp_path):
 
 
 def test_an_exported_kernel_runs_as_a_custom_op_inside_torch_compile(tmp_path):
-    from tensortune.exporter import export_best
+    from tensortune.deploy.exporter import export_best
 
     model = _imported("conv_block")
     target, db = make_target("cpu", 2), Database(str(tmp_path / "t.db"))
@@ -199,7 +199,7 @@ def test_a_model_batch_built_here_runs_elsewhere_and_tune_model_resumes_from_it(
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_a_model_builds_for_a_gpu_here(tmp_path):
-    from tensortune.batch import export_model_batch
+    from tensortune.tuning.batch import export_model_batch
     from tensortune.model.build import compile_model
 
     target = make_target("cuda", 1)

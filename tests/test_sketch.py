@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tensortune.space import InvalidPoint, make_space, point_key
-from tensortune.space.code import trace_json
+from tensortune.points import InvalidPoint, point_key
+from tensortune.space import make_space
+from tensortune.agents.code_space import trace_json
 from tensortune.space.sketch import TraceSpace
 from tensortune.workloads import get_workload
 
@@ -82,9 +83,9 @@ def test_a_user_operator_tunes_end_to_end_on_the_sketch_space(tmp_path):
 def test_a_user_operator_with_a_reference_tunes_on_the_sketch_space(tmp_path):
     """In this process (its MetaSchedule set-up is paid already), checked against NumPy."""
     from tensortune.db import Database
-    from tensortune.measure import MeasureConfig
+    from tensortune.measure.config import MeasureConfig
     from tensortune.target import make_target
-    from tensortune.tuner import TuneConfig, tune
+    from tensortune.tuning.tuner import TuneConfig, tune
 
     wl = get_workload(f"{OPERATORS}/softmax.py:softmax", "R=8,C=16")
     summary = tune(wl, make_target("cpu", 2), Database(str(tmp_path / "t.db")),

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensortune.space import InvalidPoint, make_space, point_from_json, point_key
+from tensortune.points import InvalidPoint, point_from_json, point_key
+from tensortune.space import make_space
 from tensortune.workloads import get_workload
 
 from conftest import SMALL

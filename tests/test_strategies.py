@@ -7,10 +7,11 @@ import random
 
 import pytest
 
-from tensortune.measure import Result
+from tensortune.measure.result import Result
 from tensortune.search import REPLAYABLE, make_strategy
 from tensortune.search.bo import log_expected_improvement, log_probability_feasible, screen
-from tensortune.space import make_space, point_key
+from tensortune.space import make_space
+from tensortune.points import point_key
 from tensortune.workloads import get_workload
 
 from synthetic import infeasible, needle_result, synthetic_result

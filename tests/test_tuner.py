@@ -4,9 +4,9 @@ import sqlite3
 import pytest
 
 from tensortune.db import Database
-from tensortune.measure import MeasureConfig
+from tensortune.measure.config import MeasureConfig
 from tensortune.target import make_target
-from tensortune.tuner import TuneConfig, tune
+from tensortune.tuning.tuner import TuneConfig, tune
 from tensortune.workloads import get_workload
 
 FAST = MeasureConfig(threads=2, repeat=3, min_repeat_ms=1, final_repeat=3, final_min_repeat_ms=1)
@@ -56,7 +56,7 @@ def test_an_interrupted_run_resumes_without_measuring_anything_twice(tmp_path):
 def test_family_warm_start_projects_other_shapes_and_rescales_latency(tmp_path):
     from tensortune.db import Task
     from tensortune.space import make_space
-    from tensortune.tuner import _family_evidence
+    from tensortune.tuning.tuner import _family_evidence
 
     db = Database(str(tmp_path / "t.db"))
     target = make_target("cpu", 2)
@@ -76,7 +76,7 @@ def test_family_warm_start_projects_other_shapes_and_rescales_latency(tmp_path):
 
 def test_replay_table_measures_each_point_once(tmp_path):
     from tensortune.db import Task
-    from tensortune.measure import Measurer
+    from tensortune.measure.measurer import Measurer
     from tensortune.measure.replay import ReplayTable
     from tensortune.space import make_space
 
@@ -86,12 +86,12 @@ def test_replay_table_measures_each_point_once(tmp_path):
     db = Database(str(tmp_path / "t.db"))
     task = Task(wl.key, target.name, target.hardware, "cpu-template")
     points = [space.named("naive"), space.named("hand")]
-    with Measurer(space, target.spec, FAST) as measurer:
+    with Measurer(target.spec, FAST) as measurer:
         replay = ReplayTable(db, task, measurer)
-        first = replay.measure(points + points[:1])
-        again = replay.measure(points[::-1])
+        first = replay.measure(space, points + points[:1])
+        again = replay.measure(space, points[::-1])
     assert replay.measured == 2 and first[0] is first[2] and again == first[1::-1]
-    assert ReplayTable(db, task).measure(points) == first[:2]  # offline, from the database
+    assert ReplayTable(db, task).measure(space, points) == first[:2]  # offline, from the database
 
 
 @pytest.mark.parametrize("strategy", ["random", "metaschedule"])
@@ -110,7 +110,7 @@ def test_the_best_is_the_fastest_verified_kernel_at_its_careful_timing(tmp_path)
     """naive and hand count; a point re-timed at the end counts with that timing, and one
     that failed its re-check not at all."""
     from tensortune.db import Task
-    from tensortune.measure import Result
+    from tensortune.measure.result import Result
 
     db = Database(str(tmp_path / "t.db"))
     task = Task("gemm(M=4,N=4,K=65536)", "cpu", "hw", "sketch")
@@ -150,15 +150,15 @@ with Database({path!r}).claim([Task({wl.key!r}, "cpu", {target.hardware!r}, "cpu
 
 def test_a_candidate_far_faster_than_the_best_so_far_is_checked_again_and_flagged(tmp_path):
     """Only against a best so far: in a task's first round nothing is re-measured."""
-    from tensortune.measure import Measurer
+    from tensortune.measure.measurer import Measurer
     from tensortune.space import make_space
-    from tensortune.tuner import IMPLAUSIBLE, recheck_implausible
+    from tensortune.tuning.round import IMPLAUSIBLE, recheck_implausible
 
     target = make_target("cpu", 2)
     space = make_space("cpu-template", get_workload("gemm", "16,24,12"), target.spec)
     points = [space.named("hand")]
-    with Measurer(space, target.spec, FAST) as measurer:
-        (first,) = measurer.measure(points)
+    with Measurer(target.spec, FAST) as measurer:
+        (first,) = measurer.measure(space, points)
         assert first.ok
         assert recheck_implausible(measurer, space, points, [first], float("inf"))[0] is first
         assert recheck_implausible(measurer, space, points, [first], first.latency * 2)[0] is first
@@ -170,17 +170,17 @@ def test_a_candidate_far_faster_than_the_best_so_far_is_checked_again_and_flagge
 def test_a_timing_below_the_roofline_floor_does_not_count(tmp_path):
     """The floor is below a real kernel's timing; pretend the floor were above it, and the
     kernel is re-checked, then refused."""
-    from tensortune.measure import Measurer
-    from tensortune.roofline import floor_s
+    from tensortune.measure.measurer import Measurer
+    from tensortune.measure.roofline import floor_s
     from tensortune.space import make_space
-    from tensortune.tuner import recheck_implausible
+    from tensortune.tuning.round import recheck_implausible
 
     target = make_target("cpu", 2)
     wl = get_workload("gemm", "64,64,64")
     space = make_space("cpu-template", wl, target.spec)
     points = [space.named("hand")]
-    with Measurer(space, target.spec, FAST) as measurer:
-        (first,) = measurer.measure(points)
+    with Measurer(target.spec, FAST) as measurer:
+        (first,) = measurer.measure(space, points)
         assert 0 < floor_s(wl, target) < first.latency / 2
         assert recheck_implausible(measurer, space, points, [first], float("inf"), floor_s(wl, target))[0] is first
         (refused,) = recheck_implausible(measurer, space, points, [first], float("inf"), first.latency * 100)

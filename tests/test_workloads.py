@@ -43,7 +43,7 @@ def test_presets_cover_the_seed_shapes():
 
 @pytest.mark.parametrize("name,shape,message", [
     ("matmul", None, "unknown workload 'matmul'"),
-    ("gemm", None, "needs --shape"),
+    ("gemm", None, "needs a shape"),
     ("gemm", "M=4,N=4", "expected M, N, K"),
     ("gemm", "4,4,0", "positive integers"),
     ("gemm", "4,4,x", "positive integers"),

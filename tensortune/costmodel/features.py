@@ -10,9 +10,14 @@ maximum of its stores' features, and its number of stores.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..space import InvalidPoint, KnobSpace, Point
+from ..points import InvalidPoint, Point
+
+if TYPE_CHECKING:  # the space's type only: strategies and features load no TVM until they schedule
+    from ..space import KnobSpace
 
 STORE_FEATURES = 164  # TVM's PerStoreFeature with its default settings (5 buffers per store)
 LENGTH = 2 * STORE_FEATURES + 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..measure import Result
+from ..measure.result import Result
 
 PRETRAINED = Path(__file__).parent / "pretrained"
 # pairs drawn at random within a group ("mean"), 8 per kernel: XGBoost's default for pairwise

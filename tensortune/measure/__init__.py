@@ -1,6 +1,4 @@
-"""Build (isolated worker processes), verify (against the reference) and time candidates."""
-from .config import MeasureConfig
-from .measurer import Measurer
-from .result import FAILURES, OK, Result
-
-__all__ = ["FAILURES", "OK", "MeasureConfig", "Measurer", "Result"]
+"""Build (isolated worker processes), verify (every check layer) and time candidates, behind
+one evaluator interface (evaluator.py) with backends: local (measurer.py), replay (replay.py)
+and batch (batch.py). Import from the modules: this package loads nothing, so the records
+can read results (result.py) without TVM."""

@@ -11,33 +11,36 @@ import itertools
 import os
 import tempfile
 
-from ..space import InvalidPoint, point_key
+from ..points import InvalidPoint, Point, point_key
 from . import cores, tasks
 from .config import MeasureConfig, Timing
 from .pool import Outcome, WorkerPool
-from .result import Result
+from .result import Result, Status
 
 
 class Measurer:
-    def __init__(self, space, target: dict, config: MeasureConfig):
-        self.space, self.target, self.config = space, target, config
+    """The local evaluator (see evaluator.py): worker processes on this machine. One serves
+    every task of a run (a model's kernels share it); close it, or use it as a context."""
+
+    def __init__(self, target: dict, config: MeasureConfig):
+        self.target, self.config = target, config
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.serial = itertools.count()
-        self.rounds = itertools.count()  # fresh input draws each round (see _seed)
+        self.rounds = itertools.count()  # fresh input draws each round (see draw_seed)
         # libraries of kernels that ran correctly, kept until close: a point measured again
         # (the final re-timing of the best, a re-check) is not compiled again
         self.built: dict[tuple, tuple[str, float]] = {}  # (workload, space, point) -> (path, build seconds)
         self.builders = WorkerPool(config.build_workers, tasks.build)
         self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)}, self_timed=True)
 
-    def measure(self, points: list[dict], final: bool = False, cutoff_s: float = float("inf"),
-                space=None) -> list[Result]:
-        """Build, verify and time points of `space` (default: the measurer's; any workload:
-        one measurer serves every task of a model). `final` uses the careful final timing
-        settings; a kernel whose first call exceeds `cutoff_s` is timed by that call alone."""
-        cfg, space = self.config, space or self.space
+    def measure(self, space, points: list[Point], cutoff_s: float = float("inf"),
+                final: bool = False) -> list[Result]:
+        """Build, verify and time points of `space` (of any workload). `final` uses the
+        careful final timing settings; a kernel whose first call exceeds `cutoff_s` is timed
+        by that call alone."""
+        cfg = self.config
         keys = [(space.workload.ident, space.name, point_key(p)) for p in points]
-        paths, builds = self._build_once(points, keys, space)
+        paths, builds = self._build_once(space, points, keys)
         timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
                   else Timing(cfg.repeat, cfg.min_repeat_ms, cutoff_s=cutoff_s))
         built = [i for i, b in enumerate(builds) if b.ok]
@@ -45,7 +48,7 @@ class Measurer:
         # (enough for the careful timing of one just under it); slower ones are stopped
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
         device = "cuda" if self.target["kind"] == "cuda" else "cpu"
-        seed = self._seed(space.workload, final)
+        seed = self.draw_seed(space.workload, final)
         with cores.turn(alone=True):  # no other tensortune process builds or times meanwhile
             runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, seed, device)
                                     for i in built], run_timeout)
@@ -59,7 +62,7 @@ class Measurer:
                     os.remove(leftover)
         return results
 
-    def _seed(self, workload, final: bool) -> int:
+    def draw_seed(self, workload, final: bool) -> int:
         """The seed of this round's input draws. A workload with a NumPy reference gets fresh
         draws every round (its expected outputs are cheap to recompute), so no kernel is
         accepted because it suits one fixed draw; one checked against its own unscheduled
@@ -69,7 +72,7 @@ class Measurer:
             return self.config.seed + 2 + next(self.rounds)
         return self.config.seed + 1 if final else self.config.seed
 
-    def _build_once(self, points: list[dict], keys: list[tuple], space) -> tuple[list[str], list[Outcome]]:
+    def _build_once(self, space, points: list[Point], keys: list[tuple]) -> tuple[list[str], list[Outcome]]:
         """(library paths, build outcomes) of the points, compiling only those not built before."""
         # a fresh name per build: the run worker would get an earlier library back from the
         # loader's cache for a name it has loaded before (another task's kernel, say)
@@ -77,14 +80,13 @@ class Measurer:
                  for k in keys]
         builds = [Outcome(True, self.built[k][1]) if k in self.built else None for k in keys]
         todo = [i for i, b in enumerate(builds) if b is None]
-        for i, outcome in zip(todo, self.build([points[i] for i in todo], [paths[i] for i in todo], space)):
+        for i, outcome in zip(todo, self.build(space, [points[i] for i in todo], [paths[i] for i in todo])):
             builds[i] = outcome
         return paths, builds
 
-    def build(self, points: list[dict], paths: list[str], space=None) -> list[Outcome]:
+    def build(self, space, points: list[Point], paths: list[str]) -> list[Outcome]:
         """Schedule here, compile in the workers; an invalid point never reaches a worker.
         Also used alone, for a batch that another machine runs."""
-        space = space or self.space
         outcomes = [_schedule(space, p) for p in points]
         todo = [i for i, o in enumerate(outcomes) if o.ok]
         jobs = [tasks.BuildTask(outcomes[i].value, self.target, paths[i]) for i in todo]
@@ -113,19 +115,19 @@ def _schedule(space, point: dict) -> Outcome:
     try:
         return Outcome(True, tvm.ir.save_json(space.apply(point).mod))
     except InvalidPoint as err:
-        return Outcome(False, kind="invalid", reason=str(err))
+        return Outcome(False, kind=Status.INVALID, reason=str(err))
 
 
 def build_failure(outcome: Outcome) -> Result | None:
     """The result of a candidate that did not build (or was invalid); None if it built."""
     if outcome.ok:
         return None
-    if outcome.kind == "invalid":
-        return Result("invalid", outcome.reason)
-    return Result(f"build_{outcome.kind}", outcome.reason)
+    if outcome.kind == Status.INVALID:
+        return Result(Status.INVALID, outcome.reason)
+    return Result(Status(f"build_{outcome.kind}"), outcome.reason)
 
 
 def _run_result(outcome: Outcome, build_s: float) -> Result:
     if not outcome.ok:
-        return Result(f"run_{outcome.kind}", outcome.reason, build_s=build_s)
+        return Result(Status(f"run_{outcome.kind}"), outcome.reason, build_s=build_s)
     return Result.from_run(outcome.value, build_s, outcome.value.get("threads", 0))

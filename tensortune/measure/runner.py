@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -131,24 +132,62 @@ GUARD_BYTES = 4096  # on each side of the output (a multiple of TVM's 64-byte da
 CANARY = 0xA5  # the guards' bytes: a write out of bounds changes some
 
 
-def run_kernel(lib, device: str, inputs: list[np.ndarray], expected: np.ndarray, tolerance: float, timing,
-               bound: np.ndarray | None = None, draws=(), written: tuple[int, ...] = (),
-               phase=lambda: None) -> dict:
-    """Verify, then time. The timed draw is checked first, then each of `draws` (layer name,
-    inputs, expected, tolerance, bound; see measure/checks.py). On every draw the output
-    starts unwritten (NaN), sits between guard bytes (a write out of bounds is caught) and
-    the inputs must be unchanged after the call (but those at `written`: the other outputs of
-    a kernel that writes several). `timing` has repeat, min_repeat_ms,
-    budget_s and cutoff_s. `phase()` is called as each checked call, and the timing, begins
-    (a worker restarts its time limit there: the limit is per call, not for all the checks)."""
+@dataclass(frozen=True)
+class Case:
+    """Everything a kernel is checked on (see measure/checks.py): the timed draw (`inputs`,
+    `expected`, `tolerance`, and the per-element `bound` or None), the other draws as (layer
+    name, inputs, expected, tolerance, bound), and the inputs the kernel may write (a model
+    kernel's other outputs). Made by measure/tasks.py; saved into a batch (`save`) so that a
+    host runs exactly the checks this machine runs."""
+
+    inputs: list
+    expected: np.ndarray
+    tolerance: float
+    bound: np.ndarray | None = None
+    draws: tuple = ()
+    written: tuple[int, ...] = ()
+
+    def save(self, path: Path) -> None:
+        arrays = {f"input{i}": a for i, a in enumerate(self.inputs)} | {"expected": self.expected}
+        if self.bound is not None:
+            arrays["bound"] = self.bound
+        layers = []
+        for j, (layer, inputs, expected, tolerance, bound) in enumerate(self.draws):
+            arrays |= {f"draw{j}_input{i}": a for i, a in enumerate(inputs)} | {f"draw{j}_expected": expected}
+            if bound is not None:
+                arrays[f"draw{j}_bound"] = bound
+            layers.append([layer, len(inputs), tolerance])
+        meta = {"tolerance": self.tolerance, "inputs": len(self.inputs), "draws": layers, "written": list(self.written)}
+        np.savez(path, meta=np.array(json.dumps(meta)), **arrays)
+
+    @classmethod
+    def load(cls, path: Path) -> "Case":
+        data = np.load(path)
+        meta = json.loads(str(data["meta"]))
+        optional = lambda name: data[name] if name in data.files else None  # noqa: E731
+        draws = tuple((layer, [data[f"draw{j}_input{i}"] for i in range(n)], data[f"draw{j}_expected"], tolerance,
+                       optional(f"draw{j}_bound")) for j, (layer, n, tolerance) in enumerate(meta["draws"]))
+        return cls([data[f"input{i}"] for i in range(meta["inputs"])], data["expected"], meta["tolerance"],
+                   optional("bound"), draws, tuple(meta["written"]))
+
+
+def run_kernel(lib, device: str, case: Case, timing, phase=lambda: None) -> dict:
+    """Verify, then time. The timed draw is checked first, then each of the case's other
+    draws. On every draw the output starts unwritten (NaN), sits between guard bytes (a write
+    out of bounds is caught) and the inputs must be unchanged after the call (but those the
+    case lets it write). `timing` has repeat, min_repeat_ms, budget_s and cutoff_s. `phase()`
+    is called as each checked call, and the timing, begins (a worker restarts its time limit
+    there: the limit is per call, not for all the checks)."""
     dev = device_of(device)
     phase()
-    args, once, error, wrong = _checked_call(lib, dev, inputs, expected, tolerance, bound, written)
-    for layer, layer_inputs, layer_expected, layer_tolerance, layer_bound in draws:
+    args, once, error, wrong = _checked_call(lib, dev, case.inputs, case.expected, case.tolerance, case.bound,
+                                             case.written)
+    for layer, layer_inputs, layer_expected, layer_tolerance, layer_bound in case.draws:
         if wrong:
             break
         phase()
-        _, _, _, wrong = _checked_call(lib, dev, layer_inputs, layer_expected, layer_tolerance, layer_bound, written)
+        _, _, _, wrong = _checked_call(lib, dev, layer_inputs, layer_expected, layer_tolerance, layer_bound,
+                                       case.written)
         wrong = wrong and f"{layer} draw: {wrong}"
     if wrong:
         return {"status": "wrong", "reason": wrong}
@@ -265,9 +304,9 @@ def time_on_cpu(call, repeat: int, min_repeat_s: float, budget_s: float = 10.0) 
 
 # ---- a batch: manifest.json, cases/*.npz, kernels/*, results.jsonl ----
 
-def run_batch(batch: Path, timeout_s: float) -> Path:
+def run_batch(batch: Path, timeout_s: float, baselines: bool = True) -> Path:
     """Every candidate of the batch in worker processes (restarted after a crash or a hang),
-    then the vendor baselines. Returns the results file."""
+    then the vendor baselines (unless `baselines` is False). Returns the results file."""
     manifest = json.loads((batch / "manifest.json").read_text())
     results = batch / "results.jsonl"
     done = set(read_results(results))
@@ -275,7 +314,7 @@ def run_batch(batch: Path, timeout_s: float) -> Path:
     print(f"{len(todo)} of {len(manifest['candidates'])} candidates to run on {manifest['device']}", file=sys.stderr)
     while todo:
         todo = _supervise(batch, todo, results, timeout_s)
-    if "baselines" not in done:
+    if baselines and "baselines" not in done:
         _append(results, {"id": "baselines", **_baselines(manifest, batch)})
     return results
 
@@ -340,10 +379,10 @@ def _worker(batch: Path, ids: list[str]) -> None:
         with open(batch / "progress", "a") as f:
             f.write(cid + "\n")
         c = candidates[cid]
-        inputs, expected, tolerance = _case(batch, c["case"])
+        case = _case(batch, c["case"])
         try:
             lib = load(str(batch / c["artifact"]), manifest["device"])
-            out = run_kernel(lib, manifest["device"], inputs, expected, tolerance, timing)
+            out = run_kernel(lib, manifest["device"], case, timing)
         except Exception as err:  # a kernel that fails to load or launch: its own result
             out = {"status": "run_error", "reason": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
         _append(batch / "results.jsonl", {"id": cid, **out})
@@ -352,11 +391,9 @@ def _worker(batch: Path, ids: list[str]) -> None:
 _CASES: dict = {}
 
 
-def _case(batch: Path, name: str):
+def _case(batch: Path, name: str) -> Case:
     if name not in _CASES:
-        data = np.load(batch / "cases" / f"{name}.npz")
-        inputs = [data[f"input{i}"] for i in range(len(data.files) - 2)]
-        _CASES[name] = (inputs, data["expected"], float(data["tolerance"]))
+        _CASES[name] = Case.load(batch / "cases" / f"{name}.npz")
     return _CASES[name]
 
 
@@ -375,16 +412,16 @@ def _baselines(manifest: dict, batch: Path) -> dict:
     device = "cuda" if manifest["device"] == "cuda" else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         return info | {"note": "torch sees no CUDA GPU: no vendor baselines"}
-    for name, case in manifest["cases"].items():
-        fn = vendor.TORCH.get(case["family"])
+    for name, spec in manifest["cases"].items():
+        fn = vendor.TORCH.get(spec["family"])
         if fn is None:
             continue
-        inputs, expected, tolerance = _case(batch, name)
-        tensors = [torch.from_numpy(a).to(device) for a in inputs]
+        case = _case(batch, name)
+        tensors = [torch.from_numpy(a).to(device) for a in case.inputs]
         with torch.no_grad():
             def call():
-                return fn(*tensors, **case["kwargs"])
-            error, wrong = verify(call().cpu().numpy(), expected, tolerance)
+                return fn(*tensors, **spec["kwargs"])
+            error, wrong = verify(call().cpu().numpy(), case.expected, case.tolerance)
             runs = time_on_gpu(call, 50) if device == "cuda" else time_on_cpu(call, 15, 0.05)
         info["torch"][name] = {"runs": runs, "error": error, "wrong": wrong}
     return info
@@ -417,6 +454,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Verify and time a batch of compiled kernels.")
     parser.add_argument("batch", type=Path)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one kernel may take")
+    parser.add_argument("--no-baselines", action="store_true", help="skip timing the vendor library")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
@@ -424,7 +462,7 @@ def main() -> None:
         return
     if not (args.batch / "manifest.json").exists():
         sys.exit(f"error: {args.batch} is not a batch directory (no manifest.json); make one with `tensortune batch export`")
-    print(run_batch(args.batch, args.timeout))
+    print(run_batch(args.batch, args.timeout, not args.no_baselines))
 
 
 if __name__ == "__main__":

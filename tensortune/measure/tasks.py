@@ -18,7 +18,7 @@ from functools import lru_cache, wraps
 import numpy as np
 
 from ..target import tvm_target
-from ..workloads.registry import resolve
+from ..workloads.ident import resolve
 from . import checks, runner
 from .config import Timing
 from .pool import start_clock
@@ -68,7 +68,7 @@ def build(task: BuildTask) -> float:
 def draws_cache(make):
     """Cache `make(workload, seed)` in the run worker, the two latest seeds of each workload
     (a round's draw and the winners' re-check draw): each round of a workload with a NumPy
-    reference brings a fresh seed (see Measurer._seed), and a model's tasks share one worker."""
+    reference brings a fresh seed (see Measurer.draw_seed), and a model's tasks share one worker."""
     cache: dict[tuple, object] = {}
 
     @wraps(make)
@@ -221,15 +221,21 @@ def tolerance(dtype: str, reduction_length: int) -> float:
     return min(max(4 * checks.epsilon(dtype) * reduction_length, 1e-6), TOLERANCE_CAP)
 
 
+def all_checks(workload: tuple, seed: int) -> runner.Case:
+    """Every check layer of a workload's kernels for one seed (`case` and `layers`), as the
+    runner takes them: the same here and, saved into a batch, on another machine."""
+    inputs, expected, limit = case(workload, seed)
+    bound, draws, written = layers(workload, seed)
+    return runner.Case(inputs, expected, limit, bound, tuple(draws), written)
+
+
 def run(task: RunTask) -> dict:
     """Verify, then time (see runner.run_kernel). Returns a dict with status 'ok' or 'wrong'."""
-    inputs, expected, limit = case(task.workload, task.seed)
-    bound, draws, written = layers(task.workload, task.seed)
     lib = runner.load(task.path, task.device)
     # the time limit covers each call of the kernel (with its check) and then its timing, not
     # this worker's set-up: checking a large output on every draw can outlast one limit
-    return runner.run_kernel(lib, task.device, inputs, expected, limit, task.timing, bound=bound, draws=draws,
-                             written=written, phase=start_clock) | {"threads": _threads()}
+    return runner.run_kernel(lib, task.device, all_checks(task.workload, task.seed), task.timing,
+                             phase=start_clock) | {"threads": _threads()}
 
 
 def _threads() -> int:

@@ -16,7 +16,8 @@ import numpy as np
 from ..db import Database
 from ..errors import UserError
 from ..measure.runner import device_of, verify
-from ..space import DefaultSpace, make_space, stored_space
+from ..space import make_space, stored_space
+from ..space.default import DefaultSpace
 from ..target import Target, tvm_target
 from .importer import ImportedModel
 from .scheduler import stored_default
@@ -146,7 +147,7 @@ def export_model(built: BuiltModel, target: Target, folder: Path, db: Database) 
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"cannot create '{folder}': {err.strerror}; pass --out with a writable folder") from None
+        raise UserError(f"cannot create '{folder}': {err.strerror}; use a writable folder", option="--out") from None
     library, meta = folder / "model.so", folder / "model.json"
     built.executable.export_library(str(library))
     _, expected = fresh_case(model, 0)

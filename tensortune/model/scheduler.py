@@ -1,6 +1,6 @@
 """One trial budget across a model's kernels: rounds go where they should gain the most.
 
-Every tunable kernel is a task tuned by the same loop as a single operator (tuner.TaskTuner).
+Every tunable kernel is a task tuned by the same round as a single operator (tuning/round.py).
 Before any tuning each kernel's default (TVM's untuned kernel) is measured once. Then each
 round goes to the task with the largest expected gain in end-to-end time:
 
@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..db import Database, Task
-from ..measure import Measurer, MeasureConfig, Result
-from ..space import DefaultSpace
+from ..measure.measurer import Measurer
+from ..measure.config import MeasureConfig
+from ..measure.result import Label, Result
+from ..space.default import DefaultSpace
 from ..target import Target, check_runnable
-from ..tuner import TaskTuner, TuneConfig
+from ..tuning.round import TaskTuner, record, run_round
+from ..tuning.tuner import TuneConfig, finish, task_tuner
 from .importer import ImportedModel, ModelKernel
 
 MIN_GAIN = 0.01
@@ -80,7 +83,7 @@ def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneC
 def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
     start = time.perf_counter()
     db.add_model(model.name, model.key, model.kernel_rows())
-    with Measurer(None, target.spec, measure) as measurer:
+    with Measurer(target.spec, measure) as measurer:
         states = [_state(k, target, db, config, measurer) for k in model.kernels]
         tuned = [s for s in states if s.tuner]
         past = sum(s.tuner.trials for s in tuned)
@@ -89,12 +92,12 @@ def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
         while done < config.trials and any(s.priority > 0 for s in tuned):
             state = max(tuned, key=lambda s: s.priority)
             before = state.latency
-            done += state.tuner.step(measurer, min(config.batch, config.trials - done))
+            done += len(run_round(state.tuner, measurer, min(config.batch, config.trials - done)))
             state.gains.append(_gain(before, state.latency))
             progress(states, done, config.trials)
         for state in tuned:
             if state.tuner.trials > state.tuner.past:  # a resumed, finished task is not re-timed
-                state.tuner.finish(measurer, baselines=False)  # its default is the baseline
+                finish(state.tuner, measurer, target.spec, config.final_top, baselines=False)  # its default is the baseline
     return ModelSummary(model, states, done, done - past, time.perf_counter() - start)
 
 
@@ -102,12 +105,11 @@ def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig
     """The kernel's default, measured once and stored; a tuner for a kernel that can be tuned."""
     default = stored_default(db, kernel.workload.key, target)
     if default is None:
-        default_space = DefaultSpace(kernel.workload, target.spec)
-        (default,) = measurer.measure([{}], space=default_space)
-        db.add(default_task(kernel.workload.key, target), "default", [{}], [default])
+        (default,) = record(measurer, db, default_task(kernel.workload.key, target),
+                            DefaultSpace(kernel.workload, target.spec), Label.DEFAULT, [{}])
     if not kernel.tunable or not default.ok:
         return TaskState(kernel, default)
-    tuner = TaskTuner(kernel.workload, target, db, config)
+    tuner = task_tuner(kernel.workload, target, db, config)
     state = TaskState(kernel, default, tuner)
     history = tuner.strategy.history  # earlier runs' rounds, for the expected gain
     best = default.latency
@@ -130,5 +132,5 @@ def default_task(key: str, target: Target) -> Task:
 
 def stored_default(db: Database, key: str, target: Target) -> Result | None:
     """The kernel's default (TVM's untuned kernel) as last measured on this hardware, or None."""
-    stored = db.records(default_task(key, target), ("default",))
+    stored = db.records(default_task(key, target), (Label.DEFAULT,))
     return stored[-1].result if stored else None

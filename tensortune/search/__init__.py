@@ -33,11 +33,22 @@ def strategy_class(name: str) -> type[Strategy] | None:
     return STRATEGIES[name]
 
 
-def make_strategy(name: str, space, seed: int) -> Strategy:
+def make_strategy(name: str, space, seed: int, options: dict | None = None) -> Strategy:
+    """The strategy `name` over `space`, with some of its declared options set."""
     cls = strategy_class(name)
     if cls is None:
-        raise UserError(f"'{name}' runs under its own loop, not ask/tell: use tensortune.tuner.tune")
-    return cls(space, seed)
+        raise UserError(f"'{name}' runs under its own loop, not ask/tell: use tensortune.tune")
+    return cls(space, seed, **(options or {}))
 
 
-__all__ = ["DEFAULT", "REPLAYABLE", "STRATEGIES", "Strategy", "make_strategy", "strategy_class"]
+def check_options(name: str, options: dict) -> None:
+    """A UserError for an option `name` does not declare or a value it refuses, before any work."""
+    cls = strategy_class(name)
+    if cls is None:
+        if options:
+            raise UserError(f"'{name}' takes no options: it is TVM's own tuner")
+        return
+    cls.parse_options(options)
+
+
+__all__ = ["DEFAULT", "REPLAYABLE", "STRATEGIES", "Strategy", "check_options", "make_strategy", "strategy_class"]

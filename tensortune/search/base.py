@@ -9,22 +9,68 @@ this space): strategies learn from it but may still measure those points.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..measure import Result
-from ..space import KnobSpace, Point, point_key
+from ..errors import UserError
+from ..measure.result import Result
+from ..points import Point, point_key
+
+if TYPE_CHECKING:  # the space's type only: strategies and features load no TVM until they schedule
+    from ..space import KnobSpace
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting of a strategy, declared once: it validates what a user passes and documents
+    itself (`tensortune strategies` lists every strategy's)."""
+
+    name: str
+    default: int | float
+    meaning: str
+    low: float = 0  # the smallest value that makes sense
+    high: float = float("inf")
+
+    def parse(self, value) -> int | float:
+        kind = type(self.default)
+        try:
+            parsed = kind(value) if not isinstance(value, str) or kind is float else int(value, 10)
+        except (TypeError, ValueError):
+            raise UserError(f"option {self.name} takes {'an integer' if kind is int else 'a number'}, "
+                            f"got {value!r}", option="--option") from None
+        if not self.low <= parsed <= self.high:
+            raise UserError(f"option {self.name} must lie in [{self.low:g}, {self.high:g}], got {parsed}",
+                            option="--option")
+        return parsed
 
 
 class Strategy:
     name = "base"
     requires: tuple[str, ...] = ()  # optional packages the strategy imports lazily
     replayable = True  # its proposals follow from the seed and the results alone (not a remote model's)
+    options: tuple[Option, ...] = ()  # its settings; each becomes an attribute of the same name
+
+    @classmethod
+    def parse_options(cls, options: dict) -> dict:
+        """Every declared option's value: those given, checked and converted, the rest their
+        defaults. An unknown name or a bad value is a UserError."""
+        declared = {o.name: o for o in cls.options}
+        unknown = sorted(set(options) - set(declared))
+        if unknown:
+            raise UserError(f"strategy '{cls.name}' has no option {', '.join(unknown)}; its options: "
+                            f"{', '.join(declared) or 'none'}", option="--option")
+        return {o.name: o.parse(options.get(o.name, o.default)) for o in cls.options}
 
     @classmethod
     def preflight(cls) -> None:
         """Raise a UserError if the strategy cannot run here (say, its endpoint is not
         configured), before any work starts."""
 
-    def __init__(self, space: KnobSpace, seed: int = 0):
+    def __init__(self, space: KnobSpace, seed: int = 0, **options):
+        """`options`: values for some of the strategy's declared options (the rest keep their
+        defaults); an unknown name or a bad value is a UserError."""
+        for name, value in self.parse_options(options).items():
+            setattr(self, name, value)
         self.space = space
         self.rng = random.Random(seed)
         self.seen: set[str] = set()

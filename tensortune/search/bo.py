@@ -20,21 +20,21 @@ from __future__ import annotations
 
 import math
 
-from ..measure import Result
-from ..space import Point, point_key
-from .base import Strategy
+from ..measure.result import Result
+from ..points import Point, point_key
+from .base import Option, Strategy
 
 
 class BayesianOptimisation(Strategy):
     name = "bo"
     requires = ("torch", "botorch", "gpytorch")
-    initial = 8  # random points before the first model
-    pool_samples = 160
-    pool_mutants = 480
-    pool_parents = 16
-    shortlist = 64
-    mc_samples = 32
-    fit_iterations = 30  # L-BFGS steps per GP fit: enough for the hyperparameters, and fast
+    options = (Option("initial", 8, "random points before the first model", low=2),
+               Option("pool_samples", 160, "random samples in each batch's candidate pool"),
+               Option("pool_mutants", 480, "mutants of the best points in the pool"),
+               Option("pool_parents", 16, "best points the mutants come from", low=1),
+               Option("shortlist", 64, "pool points kept by expected improvement for the batch's joint choice", low=1),
+               Option("mc_samples", 32, "Monte Carlo samples of the batch acquisition (qLogEI)", low=1),
+               Option("fit_iterations", 30, "L-BFGS steps per GP fit: enough for the hyperparameters, and fast", low=1))
 
     def ask(self, n: int) -> list[Point]:
         if len(self.observations()) < self.initial or len(self.ranked(with_prior=True)) < 2:

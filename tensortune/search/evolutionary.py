@@ -5,16 +5,16 @@ point never leaves it until better ones arrive, and it is never measured again).
 come from tournament-selected parents by uniform crossover, then mutation of a few knobs.
 Until `warmup` points are known (measured, or warm-start evidence), proposals are random.
 """
-from ..space import Point
-from .base import Strategy
+from ..points import Point
+from .base import Option, Strategy
 
 
 class Evolutionary(Strategy):
     name = "evolutionary"
-    population = 24
-    warmup = 16
-    tournament = 3
-    crossover_rate = 0.5
+    options = (Option("population", 24, "best measured points kept as parents", low=2),
+               Option("warmup", 16, "random points before the first children", low=0),
+               Option("tournament", 3, "members drawn per parent selection; the best wins", low=1),
+               Option("crossover_rate", 0.5, "share of children made by crossing two parents", high=1))
 
     def propose(self) -> Point:
         ranked = self.ranked(with_prior=True)[: self.population]

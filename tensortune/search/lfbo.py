@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from ..space import Point, point_key
-from .base import Strategy
+from ..points import Point, point_key
+from .base import Option, Strategy
 
 
 class ClassifierGuided(Strategy):
@@ -23,11 +23,11 @@ class ClassifierGuided(Strategy):
 
     name = "lfbo"
     requires = ("xgboost",)
-    warmup = 16
-    pool = 400  # candidates screened per batch
-    parents = 8  # best points the pool's mutants come from
-    quantile = 0.2  # the share of measured points labelled "good"
-    distinct = 2  # knobs in which two points of one batch should differ
+    options = (Option("warmup", 16, "random points before the classifier screens the pool"),
+               Option("pool", 400, "candidates screened per batch", low=1),
+               Option("parents", 8, "best points the pool's mutants come from", low=1),
+               Option("quantile", 0.2, "the share of measured points labelled good", low=0.01, high=1),
+               Option("distinct", 2, "knobs in which two points of one batch should differ"))
 
     def propose(self) -> Point:
         return self.space.sample(self.rng)

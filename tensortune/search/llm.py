@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 
 from ..errors import UserError
-from ..space import InvalidPoint, Point, point_from_json, point_key
+from ..points import InvalidPoint, Point, point_from_json, point_key
 from .base import Strategy
 
 ENV = {"url": "TENSORTUNE_LLM_URL", "model": "TENSORTUNE_LLM_MODEL", "key": "TENSORTUNE_LLM_KEY"}
@@ -47,8 +47,8 @@ class LLMGuided(Strategy):
     def preflight(cls) -> None:
         endpoint()
 
-    def __init__(self, space, seed: int = 0):
-        super().__init__(space, seed)
+    def __init__(self, space, seed: int = 0, **options):
+        super().__init__(space, seed, **options)
         self.endpoint = endpoint()
         self.seed = seed
         self.counts = {"from the model": 0, "invalid or repeated, replaced by mutations": 0}

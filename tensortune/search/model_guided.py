@@ -12,10 +12,12 @@ batch takes the best-scored ones, kept diverse.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..costmodel import CostModel, FeatureExtractor, pretrained, relevance, target_kind
-from ..space import Point, point_key
+from ..points import Point, point_key
 from .lfbo import ClassifierGuided
 
 
@@ -23,12 +25,13 @@ class ModelGuided(ClassifierGuided):
     """`--strategy model`: batches ranked by a cost model that transfers across tasks."""
 
     name = "model"
-    pool = 160  # each candidate is scheduled and its features extracted (5-10 ms)
+    # each candidate of the pool is scheduled and its features extracted (5-10 ms): a smaller one
+    options = tuple(replace(o, default=160) if o.name == "pool" else o for o in ClassifierGuided.options)
 
-    def __init__(self, space, seed: int = 0, cost_model: CostModel | None | str = "pretrained"):
+    def __init__(self, space, seed: int = 0, cost_model: CostModel | None | str = "pretrained", **options):
         """`cost_model`: the base model; by default the packaged one for the space's target
         kind (if any); None to learn from the task's own measurements only."""
-        super().__init__(space, seed)
+        super().__init__(space, seed, **options)
         self.base = pretrained(target_kind(space)) if cost_model == "pretrained" else cost_model
         self.extract = FeatureExtractor(space)
         self.features: dict[str, np.ndarray | None] = {}  # by point key; None: the point does not schedule

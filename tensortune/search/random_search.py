@@ -1,5 +1,5 @@
 """Uniform random sampling of the space: the baseline every strategy must beat."""
-from ..space import Point
+from ..points import Point
 from .base import Strategy
 
 

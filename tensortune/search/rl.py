@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..measure import Result
-from ..space import Point, point_key
+from ..measure.result import Result
+from ..points import Point, point_key
 from .base import Strategy
 
 HIDDEN = 32
@@ -96,8 +96,8 @@ class PolicyGradient(Strategy):
     name = "rl"
     requires = ("torch",)
 
-    def __init__(self, space, seed: int = 0):
-        super().__init__(space, seed)
+    def __init__(self, space, seed: int = 0, **options):
+        super().__init__(space, seed, **options)
         self.knobs = space.knobs
         self.policy = Policy([k.values() for k in self.knobs], seed)
         self.rejected: list[list[int]] = []  # sampled points the space refused since the last update

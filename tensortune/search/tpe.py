@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import json
 
-from ..measure import Result
-from ..space import Point, point_key
-from .base import Strategy
+from ..measure.result import Result
+from ..points import Point, point_key
+from .base import Option, Strategy
 
 
 class TreeParzen(Strategy):
     name = "tpe"
     requires = ("optuna",)
-    startup = 8
+    options = (Option("startup", 8, "random points before TPE models the space"),)
 
-    def __init__(self, space, seed: int = 0):
-        super().__init__(space, seed)
+    def __init__(self, space, seed: int = 0, **options):
+        super().__init__(space, seed, **options)
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,46 +1,62 @@
-"""Search spaces behind one interface (see base.KnobSpace)."""
-from ..errors import UserError
-from .base import InvalidPoint, KnobSpace, Point, point_from_json, point_key
-from .cpu_template import CpuTemplateSpace
-from .cuda_template import CudaTemplateSpace, GpuLimits
-from .default import DefaultSpace
-from .sketch import SketchSpace, TraceSpace
+"""Search spaces behind one interface (base.KnobSpace), by name.
 
-SPACES = {CpuTemplateSpace.name: CpuTemplateSpace, CudaTemplateSpace.name: CudaTemplateSpace,
-          SketchSpace.name: SketchSpace}
-KIND = {CpuTemplateSpace.name: "llvm", CudaTemplateSpace.name: "cuda"}  # template spaces fit one kind
+This module is light: a space's own module (and TVM) loads when a space of it is made, so the
+command line can list and check space names without loading a compiler.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+
+from ..errors import UserError
+from ..measure.result import BASELINES, Label
+from ..target import GpuLimits
+from .base import KnobSpace
+
+# the spaces a user picks by name (module:class), and the target kind a template space fits
+SPACES = {"cpu-template": "cpu_template:CpuTemplateSpace", "cuda-template": "cuda_template:CudaTemplateSpace",
+          "sketch": "sketch:SketchSpace"}
+KIND = {"cpu-template": "llvm", "cuda-template": "cuda"}  # template spaces fit one kind
 TEMPLATES = {kind: name for name, kind in KIND.items()}  # the expert-knob space of each target kind
+# spaces made by the tool itself: TVM's default schedule (a model kernel's baseline) and
+# MetaSchedule's recorded traces (--strategy metaschedule)
+INTERNAL = {"default": "default:DefaultSpace", "metaschedule-trace": "sketch:TraceSpace"}
 
 
 def check_fits(name: str, target_spec: dict | None) -> None:
     """A known space that can schedule for the target's kind, or a UserError saying which can."""
     if name not in SPACES:
-        raise UserError(f"unknown space '{name}'; known: {', '.join(SPACES)}")
+        raise UserError(f"unknown space '{name}'; known: {', '.join(SPACES)}", option="--space")
     kind = (target_spec or {}).get("kind")
     if kind and KIND.get(name, kind) != kind:
-        raise UserError(f"space '{name}' does not fit a {kind} target; for it use {TEMPLATES[kind]} or sketch")
+        raise UserError(f"space '{name}' does not fit a {kind} target; for it use {TEMPLATES[kind]} or sketch",
+                        option="--space")
+
+
+def space_class(name: str) -> type[KnobSpace]:
+    module, _, cls = (SPACES | INTERNAL)[name].partition(":")
+    return getattr(import_module(f".{module}", __name__), cls)
 
 
 def make_space(name: str, workload, target_spec: dict | None = None) -> KnobSpace:
     """`target_spec` (TVM's dict form) is needed by target-derived spaces ('sketch', and
     'cuda-template' for the GPU's limits)."""
-    if name == DefaultSpace.name:  # TVM's own schedule: a model kernel's baseline
-        return DefaultSpace(workload, target_spec)
-    if name == TraceSpace.name:  # MetaSchedule's own records (--strategy metaschedule)
-        return TraceSpace(SketchSpace(workload, target_spec))
+    if name == "default":
+        return space_class(name)(workload, target_spec)
+    if name == "metaschedule-trace":
+        return space_class(name)(space_class("sketch")(workload, target_spec))
     check_fits(name, target_spec)
-    if name == SketchSpace.name:
-        return SketchSpace(workload, target_spec)
-    if name == CudaTemplateSpace.name:
-        return CudaTemplateSpace(workload, GpuLimits.from_target(target_spec) if target_spec else GpuLimits())
-    return SPACES[name](workload)
+    if name == "sketch":
+        return space_class(name)(workload, target_spec)
+    if name == "cuda-template":
+        return space_class(name)(workload, GpuLimits.from_target(target_spec) if target_spec else GpuLimits())
+    return space_class(name)(workload)
 
 
-def stored_space(space: str, label: str, target_spec: dict) -> str:
+def stored_space(space: str, label: Label, target_spec: dict) -> str:
     """The space of a stored record's point, for a task in `space`: naive and hand records
-    hold points of the target's template space, whatever the task's (see tuner._retime)."""
-    return TEMPLATES[target_spec["kind"]] if label in ("naive", "hand") else space
+    hold points of the target's template space, whatever the task's (see tuning/tuner.finish)."""
+    return TEMPLATES[target_spec["kind"]] if label in BASELINES else space
 
 
-__all__ = ["SPACES", "TEMPLATES", "check_fits", "CpuTemplateSpace", "CudaTemplateSpace", "DefaultSpace", "GpuLimits", "SketchSpace", "InvalidPoint", "KnobSpace", "Point", "make_space", "stored_space", "TraceSpace",
-           "point_from_json", "point_key"]
+__all__ = ["INTERNAL", "KIND", "SPACES", "TEMPLATES", "KnobSpace", "check_fits", "make_space", "space_class",
+           "stored_space"]

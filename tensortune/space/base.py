@@ -1,17 +1,10 @@
 """The interface every search space offers: sample, mutate, encode, apply."""
 from __future__ import annotations
 
-import json
 import random
-from typing import Any
 
+from ..points import InvalidPoint, Point
 from .knobs import Knob
-
-Point = dict[str, Any]
-
-
-class InvalidPoint(Exception):
-    """A point the space cannot turn into a schedule; the message is the precise reason."""
 
 
 def first_line(err: Exception) -> str:
@@ -19,15 +12,6 @@ def first_line(err: Exception) -> str:
     as assorted exception types, with the message last)."""
     lines = [l.strip() for l in str(err).splitlines() if l.strip() and not l.strip().startswith(("File", "^", "#"))]
     return (lines[-1] if lines else type(err).__name__)[:300]
-
-
-def point_key(point: Point) -> str:
-    """Canonical text of a point: equal points have equal keys (used for de-duplication)."""
-    return json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in sorted(point.items())})
-
-
-def point_from_json(text: str) -> Point:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
 
 
 class KnobSpace:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from tvm import s_tir
 
-from .base import InvalidPoint, Point
-from .knobs import Choice, Split, padded
+from ..points import InvalidPoint, Point
+from .knobs import Choice, Split
+from ..workloads.fit import padded
 from .template import TemplateSpace, analyse
 
 # Loop orders: groups of loops from outermost to innermost. Both keep S2 innermost so the
@@ -44,9 +45,6 @@ class CpuTemplateSpace(TemplateSpace):
         knobs += [Choice(f"pack.{b}", levels) for b in nest.operands]
         knobs += [Choice(f"stage.{s}", (("inline",) if inlinable else ()) + levels) for s, inlinable in nest.stages]
         return knobs
-
-    def hand_of(self, family):
-        return family.hand
 
     def _transform(self, sch: s_tir.Schedule, point: Point) -> None:
         nest = self.nest

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from tvm import s_tir
 
-from .base import InvalidPoint, Point
-from .knobs import Choice, Split, padded
+from ..points import InvalidPoint, Point
+from .knobs import Choice, Split
+from ..workloads.fit import padded
 from .template import TemplateSpace, analyse
 
 CACHE_SCOPES = ("none", "shared", "local")
@@ -28,25 +29,6 @@ UNROLL_STEPS = (0, 16, 64, 512)
 VECTOR_WIDTHS = (1, 2, 4)
 MAX_THREAD_TILE = 16  # outputs per thread along one axis: more spills registers
 NAIVE_THREADS = 256
-
-
-@dataclass(frozen=True)
-class GpuLimits:
-    """What a block may use; the defaults are sm_90's (static shared memory: 48 KiB)."""
-
-    arch: str = "sm_90"
-    max_threads_per_block: int = 1024
-    max_shared_memory_per_block: int = 49152
-    max_registers_per_thread: int = 255
-    registers_per_block: int = 65536
-
-    @classmethod
-    def from_target(cls, spec: dict) -> "GpuLimits":
-        return cls(spec["arch"], spec["max_threads_per_block"], spec["max_shared_memory_per_block"])
-
-    def target(self) -> dict:
-        return {"kind": "cuda", "arch": self.arch, "max_threads_per_block": self.max_threads_per_block,
-                "max_shared_memory_per_block": self.max_shared_memory_per_block}
 
 
 class CudaTemplateSpace(TemplateSpace):
@@ -71,9 +53,6 @@ class CudaTemplateSpace(TemplateSpace):
                   Choice("vector", VECTOR_WIDTHS)]
         knobs += [Choice(f"stage.{s}", ("inline", "root") if inlinable else ("root",)) for s, inlinable in nest.stages]
         return knobs
-
-    def hand_of(self, family):
-        return family.gpu_hand
 
     def canonical(self, point: Point) -> Point:
         """Where nothing is cached, the cache level plays no part."""

@@ -7,7 +7,8 @@ rules, as TVM's own CUDA pipeline applies them. The space has one point, `{}`.
 """
 from __future__ import annotations
 
-from .base import InvalidPoint, KnobSpace, Point, first_line
+from ..points import InvalidPoint, Point
+from .base import KnobSpace, first_line
 
 
 class DefaultSpace(KnobSpace):

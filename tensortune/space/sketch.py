@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-from .base import InvalidPoint, KnobSpace, Point, first_line
+from ..points import InvalidPoint, Point
+from .base import KnobSpace, first_line
 from .knobs import Choice, Split
 
 DECISIONS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
@@ -150,6 +151,9 @@ class TraceSpace(KnobSpace):
     def __init__(self, sketches: SketchSpace):
         self.workload, self.sketches = sketches.workload, sketches
         super().__init__([])
+
+    def sample(self, rng, checked: bool = True) -> Point:
+        raise InvalidPoint("the trace space has nothing to sample: its points are MetaSchedule's records")
 
     def validate(self, point: Point) -> None:
         if set(point) != {"trace"} or not isinstance(point["trace"], str):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
 
 from tvm import s_tir
 from tvm.tirx import IterVar
 
-from .base import InvalidPoint, KnobSpace, Point, first_line
+from ..points import InvalidPoint, Point
+from .base import KnobSpace, first_line
 from .knobs import Split
 
 
@@ -44,16 +44,12 @@ def analyse(func) -> Nest:
 
 
 class TemplateSpace(KnobSpace):
-    """A knob space around a workload's main block; subclasses give the knobs and `hand_of`."""
+    """A knob space around a workload's main block; subclasses give the knobs."""
 
     def __init__(self, workload, knobs: list):
         self.workload = workload
         self.func = workload.prim_func()
         super().__init__(knobs)
-
-    def hand_of(self, family) -> Callable[..., dict] | None:
-        """The family's expert schedule for this template, as knob values for a shape."""
-        raise NotImplementedError
 
     def schedule(self, point: Point) -> s_tir.Schedule:
         sch = s_tir.Schedule(self.func)
@@ -86,7 +82,7 @@ class TemplateSpace(KnobSpace):
         if name == "naive":
             return dict(self._naive_point)
         if name == "hand":
-            recipe = self.hand_of(self.workload.family)
+            recipe = self.workload.family.hand.get(self.name)
             if recipe is None:
                 raise InvalidPoint(f"workload {self.workload.name} has no hand schedule for {self.name}")
             point = self.named("naive") | recipe(**self.workload.kwargs)

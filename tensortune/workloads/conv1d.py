@@ -1,8 +1,7 @@
 """Full 1D convolution, numpy.convolve semantics."""
 import numpy as np
-from tvm import te, tirx
 
-from .. import vendor
+from . import vendor
 from .fit import fit, spatial
 from .registry import preset, workload
 
@@ -26,13 +25,15 @@ def _reference(a, b, **_):
     return np.convolve(a, b).astype(a.dtype)
 
 
-@workload("conv1d", params=("M", "N"), flops=lambda M, N: 2 * M * N, reference=_reference, hand=_hand,
-          torch=vendor.conv1d, gpu_hand=_gpu_hand)
+@workload("conv1d", params=("M", "N"), flops=lambda M, N: 2 * M * N, reference=_reference, hand={"cpu-template": _hand, "cuda-template": _gpu_hand},
+          torch=vendor.conv1d)
 def conv1d(M: int, N: int) -> list:
     """Full convolution of A[M] with B[N]: C[M+N-1], as numpy.convolve(A, B).
 
     A padded-input stage plus a reduction over N (tunes far better than a conditional
     inside the reduction)."""
+    from tvm import te, tirx
+
     A = te.placeholder((M,), "float32", name="A")
     B = te.placeholder((N,), "float32", name="B")
     pad = N - 1

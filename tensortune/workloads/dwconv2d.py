@@ -1,8 +1,7 @@
 """Depthwise 2D convolution (NCHW, stride 1, same padding) and depthwise-separable blocks."""
 import numpy as np
-from tvm import te, tirx
 
-from .. import vendor
+from . import vendor
 from .fit import fit, spatial
 from .registry import preset, workload
 
@@ -15,6 +14,8 @@ def _check(H: int, W: int, K: int) -> None:
 
 
 def _depthwise(A, Wt, B, C, H, W, K, name):
+    from tvm import te, tirx
+
     p = (K - 1) // 2
     A_pad = te.compute((B, C, H + 2 * p, W + 2 * p), lambda b, c, h, w: tirx.if_then_else(
         tirx.all(h >= p, h < H + p, w >= p, w < W + p), A[b, c, h - p, w - p],
@@ -56,10 +57,12 @@ def _dw_gpu_hand(B: int, C: int, H: int, W: int, K: int) -> dict:
 
 
 @workload("dwconv2d", params=("B", "C", "H", "W", "K"), flops=lambda B, C, H, W, K: 2 * B * C * H * W * K * K,
-          reference=lambda a, w, **_: _depthwise_reference(a, w), hand=_dw_hand,
-          torch=vendor.dwconv2d, gpu_hand=_dw_gpu_hand)
+          reference=lambda a, w, **_: _depthwise_reference(a, w), hand={"cpu-template": _dw_hand, "cuda-template": _dw_gpu_hand},
+          torch=vendor.dwconv2d)
 def dwconv2d(B: int, C: int, H: int, W: int, K: int) -> list:
     """Depthwise conv: input (B,C,H,W), weights (C,1,K,K), stride 1, zero padding (K-1)//2."""
+    from tvm import te, tirx
+
     _check(H, W, K)
     A = te.placeholder((B, C, H, W), "float32", name="A")
     Wt = te.placeholder((C, 1, K, K), "float32", name="W")
@@ -88,10 +91,12 @@ def _sep_hand(B: int, C: int, H: int, W: int, K: int, C_out: int) -> dict:
 
 @workload("dwsep_conv2d", params=("B", "C", "H", "W", "K", "C_out"),
           flops=lambda B, C, H, W, K, C_out: 2 * B * C * H * W * (K * K + C_out),
-          reference=_sep_reference, hand=_sep_hand,
-          torch=vendor.dwsep_conv2d, gpu_hand=_sep_gpu_hand)
+          reference=_sep_reference, hand={"cpu-template": _sep_hand, "cuda-template": _sep_gpu_hand},
+          torch=vendor.dwsep_conv2d)
 def dwsep_conv2d(B: int, C: int, H: int, W: int, K: int, C_out: int) -> list:
     """Depthwise KxK conv then a 1x1 pointwise conv to C_out channels (weights (C_out,C,1,1))."""
+    from tvm import te, tirx
+
     _check(H, W, K)
     A = te.placeholder((B, C, H, W), "float32", name="A")
     Wt = te.placeholder((C, 1, K, K), "float32", name="W")

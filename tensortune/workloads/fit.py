@@ -2,8 +2,19 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
-from ..space.knobs import divisors, padded
+
+def padded(extent: int) -> int:
+    """The next multiple of 8 (extents up to 8 as they are). An extent with few divisors
+    (conv1d-1024's 2047 = 23 x 89 outputs) leaves only lumpy, unvectorisable tilings; tiles
+    of the padded extent, the overhang guarded, tile it well (the template spaces' rule)."""
+    return extent if extent <= 8 or extent % 8 == 0 else -(-extent // 8) * 8
+
+
+@lru_cache(maxsize=4096)
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def fit(extent: int, *inner: int) -> tuple[int, ...]:

@@ -1,7 +1,6 @@
 """C = A @ B in float32."""
-from tvm import te
 
-from .. import vendor
+from . import vendor
 from .fit import fit, spatial
 from .registry import preset, workload
 
@@ -28,9 +27,11 @@ def _reference(a, b, **_):
 
 
 @workload("gemm", params=("M", "N", "K"), flops=lambda M, N, K: 2 * M * N * K,
-          reference=_reference, hand=_hand, torch=vendor.gemm, gpu_hand=_gpu_hand)
+          reference=_reference, hand={"cpu-template": _hand, "cuda-template": _gpu_hand}, torch=vendor.gemm)
 def gemm(M: int, N: int, K: int) -> list:
     """Matrix multiply C[M,N] = A[M,K] @ B[K,N], float32."""
+    from tvm import te
+
     A = te.placeholder((M, K), "float32", name="A")
     B = te.placeholder((K, N), "float32", name="B")
     k = te.reduce_axis((0, K), name="k")

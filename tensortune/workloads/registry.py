@@ -2,7 +2,8 @@
 
 A family is one function returning TE tensors (inputs first, output last) plus a NumPy
 reference and a FLOP count. Bytes moved are derived from the tensors, so they are never
-written twice. `hand` and `gpu_hand` give the expert's CPU and CUDA schedules as knob values for a shape.
+written twice. `hand` gives the expert's schedules for a shape, as knob values of the spaces it names
+("cpu-template", "cuda-template"): workloads know spaces by name only.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ class Family:
     compute: Callable[..., list]
     reference: Callable[..., np.ndarray] | None
     flops: Callable[..., int]
-    hand: Callable[..., dict] | None = None
+    # the expert's schedules, by the name of the space whose knob values they give
+    hand: dict[str, Callable[..., dict]] = field(default_factory=dict)
     torch: Callable[..., object] | None = None  # the vendor implementation, on torch tensors
-    gpu_hand: Callable[..., dict] | None = None  # the expert's CUDA schedule as knob values
     doc: str = ""
     source: str | None = None  # the user's file that defines it (worker processes import it)
 
@@ -121,12 +122,12 @@ PRESETS: dict[str, tuple[str, tuple[int, ...], str]] = {}
 
 def workload(name: str, params: tuple[str, ...], flops: Callable[..., int],
              reference: Callable[..., np.ndarray] | None = None,
-             hand: Callable[..., dict] | None = None, torch: Callable[..., object] | None = None,
-             gpu_hand: Callable[..., dict] | None = None) -> Callable:
+             hand: dict[str, Callable[..., dict]] | None = None,
+             torch: Callable[..., object] | None = None) -> Callable:
     """Register a TE compute function as an operator family (see README, "Your own operator")."""
 
     def register(compute: Callable[..., list]) -> Callable[..., list]:
-        FAMILIES[name] = Family(name, params, compute, reference, flops, hand, torch, gpu_hand,
+        FAMILIES[name] = Family(name, params, compute, reference, flops, dict(hand or {}), torch,
                                 (compute.__doc__ or "").strip())
         return compute
 
@@ -175,7 +176,7 @@ def get_workload(name: str, shape: str | None = None) -> Workload:
         raise UserError(f"unknown workload '{name}'; known: {known} (see 'tensortune list')")
     family = FAMILIES[name]
     if shape is None:
-        raise UserError(f"workload '{name}' needs --shape {','.join(p + '=..' for p in family.params)}")
+        raise UserError(f"workload '{name}' needs a shape: {','.join(p + '=..' for p in family.params)}", option="--shape")
     values = parse_shape(shape, family.params)
     _check_buildable(family, values)
     return Workload(family, values)
@@ -210,18 +211,6 @@ def _free_memory() -> int:
     except OSError:
         pass
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def resolve(ident: tuple) -> Workload:
-    """The workload a worker process receives as `Workload.ident`."""
-    from .kernel import KERNEL, KernelWorkload
-
-    if ident[0] == KERNEL:
-        return KernelWorkload.from_source(*ident[1:])
-    family, shape, source = ident
-    if family not in FAMILIES and source:
-        load_user_family(f"{source}:{family.rsplit('.', 1)[-1]}")
-    return Workload(FAMILIES[family], tuple(shape))
 
 
 def load_user_family(spec: str) -> Family:

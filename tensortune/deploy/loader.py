@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 ALIGNMENT = 64  # bytes: TVM's kernels assume it
 
@@ -69,7 +69,7 @@ class TunedModel:
         import tvm
         from tvm import relax
 
-        from .measure.runner import device_of
+        from ..measure.runner import device_of
 
         self.device = _device(self.meta)
         self._vm = relax.VirtualMachine(tvm.runtime.load_module(str(folder / "model.so")), device_of(self.device))

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Callable
 
-from .measure.runner import time_on_cpu
+from .runner import time_on_cpu
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -21,7 +21,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 def measure_baselines(family: str, shape: tuple[int, ...], threads: int, timeout_s: float = 300) -> dict:
     """{'numpy': seconds, 'torch': seconds (if installed), 'threads': {...}} or {'error': ...}."""
     env = dict(os.environ, **{v: str(threads) for v in THREAD_VARIABLES})
-    command = [sys.executable, "-m", "tensortune.baselines", family, ",".join(map(str, shape)), str(threads)]
+    command = [sys.executable, "-m", "tensortune.measure.baselines", family, ",".join(map(str, shape)), str(threads)]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -41,7 +41,7 @@ def _main(family: str, shape: str, threads: int) -> dict:
     import numpy as np
     from threadpoolctl import threadpool_info
 
-    from .workloads import get_workload
+    from ..workloads import get_workload
 
     wl = get_workload(family, shape)
     rng = np.random.default_rng(0)

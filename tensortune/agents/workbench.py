@@ -13,21 +13,26 @@ from __future__ import annotations
 import json
 import re
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 
-from .db import Database, Task
-from .errors import UserError
-from .measure import MeasureConfig, Measurer, Result
-from .roofline import floor_s, position
-from .space import TEMPLATES, InvalidPoint, make_space, point_from_json
-from .space.code import CodeSpace
-from .target import Target
-from .tuner import recheck_implausible
-from .workloads import FAMILIES, PRESETS, get_workload
-from .workloads.kernel import KernelWorkload
+from ..db import Database, Task
+from ..errors import UserError
+from ..measure.config import MeasureConfig
+from ..measure.measurer import Measurer
+from ..measure.result import Result
+from ..measure.result import Label, Status
+from ..measure.roofline import floor_s, position
+from ..points import InvalidPoint, point_from_json, point_key
+from ..search.given import Given
+from ..space import TEMPLATES, make_space
+from ..target import Target
+from ..tuning.round import TaskTuner, record, run_round
+from .code_space import CodeSpace
+from ..workloads import FAMILIES, PRESETS, get_workload
+from ..workloads.kernel import KernelWorkload
 
 FORMS = ("point", "named", "trace", "function")  # how a schedule may be given
-CUTOFF = 10.0  # as TuneConfig.cutoff: a kernel this much slower than the best is timed once
 
 
 @dataclass(frozen=True)
@@ -46,12 +51,14 @@ class Workbench:
         self._workloads: dict[str, object] = {}
         self._models: dict[str, object] = {}
         self._measurer: Measurer | None = None
+        self._tuners: dict[tuple[str, str], TaskTuner] = {}  # (workload key, space): the task's rounds
+        self._claims = ExitStack()  # the tasks this workbench measures, held until it closes
 
     # ---- reading -------------------------------------------------------------------------
     def tasks(self, model: str | None = None) -> dict:
         """The operators (families, presets) and zoo models; with `model`, that model's
         kernels as tasks (importing it takes seconds to a minute)."""
-        from .model.zoo import ZOO
+        from ..model.zoo import ZOO
 
         if model is None:
             return {"families": {n: {"shape": list(f.params), "what": f.doc.splitlines()[0] if f.doc else ""}
@@ -100,21 +107,30 @@ class Workbench:
         kind = CodeSpace.name if form in ("trace", "function") else space or self._space_names(workload)[0]
         target_space = self.space(workload, kind)
         point = self._point(target_space, form, schedule)
-        [result] = self._measure(workload, target_space, point)
-        self.trials += 1
+        result, repeat = self._measure(workload, target_space, point)
+        self.trials += not repeat
         return {"task": task, "space": kind, "point": point if kind != CodeSpace.name else {"form": form},
-                **_result(result), **self._diagnose(workload, target_space, point, result),
-                "budget": self.budget_left()}
+                **_result(result), **({"repeat": "measured before: its stored result, no trial spent"} if repeat else {}),
+                **self._diagnose(workload, target_space, point, result), "budget": self.budget_left()}
 
-    def _measure(self, workload, space, point) -> list[Result]:
-        task = self._task(workload, space.name)
-        stored = [r.result for r in self.db.records(task)]
-        best = min((r.latency for r in stored if r.ok), default=float("inf"))
-        measurer = self._ensure_measurer(space)
-        results = measurer.measure([point], cutoff_s=CUTOFF * best, space=space)
-        results = recheck_implausible(measurer, space, [point], results, best, floor_s(workload, self.target))
-        self.db.add(task, "search", [point], results)
-        return results
+    def _measure(self, workload, space, point) -> tuple[Result, bool]:
+        """The point's result through the tuning round (the task claimed for this process on
+        first use), and whether it was measured before: then the stored result, unmeasured."""
+        tuner = self._tuner(workload, space)
+        stored = {point_key(p): r for p, r in tuner.strategy.history}
+        if point_key(point) in stored:
+            return stored[point_key(point)], True
+        tuner.strategy.give([point])
+        [(_, result)] = run_round(tuner, self._ensure_measurer(), 1)
+        return result, False
+
+    def _tuner(self, workload, space) -> TaskTuner:
+        key = (workload.key, space.name)
+        if key not in self._tuners:
+            task = self._task(workload, space.name)
+            self._claims.enter_context(self.db.claim([task]))
+            self._tuners[key] = TaskTuner(task, space, Given(space), self.db, floor=floor_s(workload, self.target))
+        return self._tuners[key]
 
     def _spend(self) -> None:
         left = self.budget_left()
@@ -149,7 +165,7 @@ class Workbench:
     def _diagnose(self, workload, space, point, result: Result) -> dict:
         """The scheduled TVMScript, vector width and parallel extent (or why the point is
         invalid), and the roofline position of a correct kernel."""
-        if result.status == "invalid":
+        if result.status is Status.INVALID:
             return {"invalid_because": result.reason}
         try:
             script = space.apply(point).mod.script()
@@ -168,7 +184,7 @@ class Workbench:
         return self._workloads[task]
 
     def _resolve(self, task: str):
-        from .model.zoo import ZOO
+        from ..model.zoo import ZOO
 
         source, _, detail = task.partition(":")
         if source in ZOO:
@@ -181,7 +197,7 @@ class Workbench:
         return get_workload(source, detail or None)
 
     def _imported(self, model: str):
-        from .model import import_model, load_factory
+        from ..model import import_model, load_factory
 
         if model not in self._models:
             name, (module, inputs) = load_factory(model)
@@ -219,39 +235,40 @@ class Workbench:
         """The naive and hand kernels' latencies as stored (by `baselines` or `tune`)."""
         found = {}
         for name in self._space_names(workload):
-            for label in ("naive", "hand"):
-                for record in self.db.records(self._task(workload, name), (label,)):
-                    found[label] = record.result.latency if record.result.ok else record.result.status
+            for label in (Label.NAIVE, Label.HAND):
+                for stored in self.db.records(self._task(workload, name), (label,)):
+                    found[label] = stored.result.latency if stored.result.ok else stored.result.status
         return found
 
     def baselines(self, task: str) -> dict:
         """Measure (and store) the naive and hand kernels of the target's template space, and
         time the vendor library (NumPy, torch) for a built-in operator, all side by side now.
         Not counted as trials."""
-        from .baselines import measure_baselines
+        from ..measure.baselines import measure_baselines
 
         workload = self.workload(task)
         name = self._space_names(workload)[0]
         template, out = self.space(workload, name), {}
-        for label in ("naive", "hand"):
+        for label in (Label.NAIVE, Label.HAND):
             try:
                 point = template.named(label)
             except (InvalidPoint, NotImplementedError) as err:
                 out[label] = {"status": "none", "reason": str(err)}
                 continue
-            [result] = self._ensure_measurer(template).measure([point], final=True, space=template)
-            self.db.add(self._task(workload, name), label, [point], [result])
+            [result] = record(self._ensure_measurer(), self.db, self._task(workload, name), template, label, [point],
+                              final=True)
             out[label] = _result(result)
         if not isinstance(workload, KernelWorkload) and workload.family.source is None and self.target.name == "cpu":
             out["vendor"] = measure_baselines(workload.name, workload.shape, self.target.threads)  # as `tune` does
         return {"task": task, "space": name, **out}
 
-    def _ensure_measurer(self, space) -> Measurer:
+    def _ensure_measurer(self) -> Measurer:
         if self._measurer is None:
-            self._measurer = Measurer(space, self.target.spec, self.config)
+            self._measurer = Measurer(self.target.spec, self.config)
         return self._measurer
 
     def close(self) -> None:
+        self._claims.close()
         if self._measurer is not None:
             self._measurer.close()
         for space in self._spaces.values():

@@ -16,8 +16,8 @@ be impossible, not just unlikely.
 """
 from __future__ import annotations
 
-from .target import cpuinfo
-from .workloads.registry import itemsize
+from ..target import cpuinfo
+from ..workloads.registry import itemsize
 
 MAX_GHZ = 6.0
 AMX_FACTOR = 16

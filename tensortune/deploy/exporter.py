@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .db import Database
-from .errors import UserError
-from .measure.tasks import BuildTask, build
-from .space import make_space, stored_space
-from .target import Target
-from .workloads import Workload
+from ..db import Database
+from ..errors import UserError
+from ..measure.tasks import BuildTask, build
+from ..space import make_space, stored_space
+from ..target import Target
+from ..workloads import Workload
 
 
 def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> list[Path]:
@@ -29,7 +29,7 @@ def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> lis
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"cannot create '{folder}': {err.strerror}; pass --out with a writable folder") from None
+        raise UserError(f"cannot create '{folder}': {err.strerror}; use a writable folder", option="--out") from None
     paths = [folder / "kernel.so", folder / "kernel.py", folder / "record.json"]
     build(BuildTask(tvm.ir.save_json(schedule.mod), target.spec, str(paths[0])))
     if target.name == "cuda":

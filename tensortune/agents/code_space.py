@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .base import InvalidPoint, KnobSpace, Point
+from ..points import InvalidPoint, Point
+from ..space.base import KnobSpace
 
 FORMS = ("trace", "function")
 APPLY_TIMEOUT_S = 30.0  # an agent's function that loops forever costs this, then its worker
@@ -34,7 +35,7 @@ def apply_text(task: ApplyTask) -> str:
     from tvm import s_tir, te, tirx
     from tvm.s_tir.schedule import Trace
 
-    from ..workloads.registry import resolve
+    from ..workloads.ident import resolve
 
     sch = s_tir.Schedule(tvm.IRModule({"main": resolve(task.workload).prim_func()}))
     if task.form == "trace":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .errors import UserError
+from ..errors import UserError
 from .workbench import Workbench
 
 INSTRUCTIONS = """Tune tensor kernels with TVM. list_tasks, then describe_task for a task's
