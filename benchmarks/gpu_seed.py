@@ -25,7 +25,8 @@ from pathlib import Path
 
 import tvm
 
-from tensortune.tuning.batch import MANIFEST, RESULTS, export_batch, import_batch
+from tensortune.measure.batch import MANIFEST, RESULTS
+from tensortune.tuning.batch import export_batch, import_batch
 from tensortune.db import Database
 from tensortune.report import batch_table
 from tensortune.target import make_target

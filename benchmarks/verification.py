@@ -6,7 +6,10 @@ an index mirrored, products rounded to float16, values clamped, small values flu
 a write into an input, a loop one past the end with no guard). Each is compiled and put through every layer separately: the timed
 uniform draw, the distinct-values, large and small draws, the exact integer draws, and the structural checks
 (output written everywhere, nothing written outside it, inputs unchanged). The table gives
-the share each layer catches alone and all of them together. Then correct kernels: the
+the share each layer catches alone and all of them together; then every wrong kernel goes
+through two evaluators as a tuning candidate would: the local one (this machine's worker
+processes) and the batch path (a batch folder run by the runtime-only runner a GPU host
+uses), and the share each refuses is printed (both must be 100%). Then correct kernels: the
 workloads are tuned and every candidate the layers rejected is counted (target: none).
 
     python benchmarks/verification.py [--trials 256] [--out benchmarks/results/verification.txt]
@@ -179,18 +182,49 @@ def mutants(wl):
         yield name, str(path), ""
 
 
+class MutantSpace:
+    """Points {"mutation": NAME}: the workload's TVMScript with that edit, so that the wrong
+    kernels go through the evaluators (measure/evaluator.py) like any candidate."""
+
+    name = "mutants"
+
+    def __init__(self, wl):
+        self.workload, self.text = wl, wl.prim_func().script()
+
+    def apply(self, point):
+        import tvm
+        from tvm import s_tir
+
+        lines = MUTATIONS[point["mutation"]](self.text.splitlines())
+        return s_tir.Schedule(tvm.script.from_source("\n".join(lines)))
+
+
+def through_evaluators(wl, names: list[str]) -> list[tuple[str, str]]:
+    """(local status, batch status) of each named mutant, measured as candidates are."""
+    from tensortune.measure.batch import BatchEvaluator
+    from tensortune.measure.config import MeasureConfig
+    from tensortune.measure.measurer import Measurer
+    from tensortune.target import make_target
+
+    target, space = make_target("cpu", 2), MutantSpace(wl)
+    config = MeasureConfig(threads=2, repeat=1, min_repeat_ms=1, final_repeat=1, final_min_repeat_ms=1)
+    points = [{"mutation": name} for name in names]
+    with Measurer(target.spec, config) as local, BatchEvaluator(target, config) as batch:
+        return [(a.status, b.status) for a, b in zip(local.measure(space, points), batch.measure(space, points))]
+
+
 def caught_by(path: str, wl) -> set[str]:
     """The layers that each, alone, reject the kernel."""
     import numpy as np
 
     from tensortune.measure import runner, tasks
 
-    inputs, expected, limit = tasks.case(wl.ident, 0)
-    scale, draws, _ = tasks.layers(wl.ident, 0)
+    case = tasks.all_checks(wl.ident, 0)
     lib = runner.load(path, "cpu")
     dev = runner.device_of("cpu")
     caught = set()
-    for layer, ins, exp, tol, sc in [("uniform draw", inputs, expected, limit, scale), *draws]:
+    for layer, ins, exp, tol, sc in [("uniform draw", case.inputs, case.expected, case.tolerance, case.bound),
+                                     *case.draws]:
         args, _, error, wrong = runner._checked_call(lib, dev, ins, exp, tol, sc)
         if wrong == "it wrote into an input":
             caught.add("input changed")
@@ -242,8 +276,10 @@ def main() -> None:
 
     start = time.perf_counter()
     rows, totals, caught_any, made = [], {layer: 0 for layer in LAYERS}, 0, 0
+    refused = {"local": 0, "batch": 0}
     for name, shape in WORKLOADS:
         wl = get_workload(name, shape)
+        built = []
         for mutation, path, why in mutants(wl):
             if path is None:
                 rows.append(f"  {wl.key:34} {mutation:34} {why}")
@@ -253,13 +289,20 @@ def main() -> None:
             caught_any += bool(layers)
             for layer in layers:
                 totals[layer] += 1
-            rows.append(f"  {wl.key:34} {mutation:34} {', '.join(sorted(layers)) or 'NOT CAUGHT'}")
+            built.append((mutation, ", ".join(sorted(layers)) or "NOT CAUGHT"))
+        for (mutation, layers), (local, batch) in zip(built, through_evaluators(wl, [m for m, _ in built])):
+            refused["local"] += local != "ok"
+            refused["batch"] += batch != "ok"
+            rows.append(f"  {wl.key:34} {mutation:34} {layers}   [local: {local}, batch: {batch}]")
     lines = [f"command: python benchmarks/verification.py {' '.join(sys.argv[1:])}   (code {_revision()}, run alone)",
              f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {cpu_model()}",
-             "", "wrong kernels and the layers that catch each alone:", *rows, "",
+             "", "wrong kernels, the layers that catch each alone, [and its status through each evaluator]:", *rows, "",
              f"share caught, of {made} wrong kernels:"]
     lines += [f"  {layer:44} {totals[layer] / max(made, 1):6.0%}" for layer in LAYERS]
     lines += [f"  {'overall':44} {caught_any / max(made, 1):6.0%}", "",
+              "refused as candidates, every layer together (status other than ok):"]
+    lines += [f"  {'through the ' + path + ' evaluator':44} {n / max(made, 1):6.0%}" for path, n in refused.items()]
+    lines += ["",
               f"correct kernels rejected while tuning ({args.trials} trials each):"]
     lines += [f"  {key:34} {rejected} of {measured}" for key, measured, rejected in false_rejections(args.trials)]
     lines.append(f"\n{time.perf_counter() - start:.0f} s")

@@ -84,6 +84,7 @@ def test_a_corrupt_database_is_refused_and_left_intact(tmp_path):
     assert db.read_bytes() == before
 
 
+@pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
 def test_tune_show_export_end_to_end(tmp_path):
     db = str(tmp_path / "t.db")
     done = cli("tune", "gemm", "--shape", "M=24,N=32,K=20", "--trials", "12", "--batch", "6", "--seed", "3",

@@ -157,6 +157,7 @@ def test_a_model_that_cannot_come_in_is_one_line_and_exit_2(factory, message, tm
     assert not (tmp_path / "t.db").exists()
 
 
+@pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
 def test_tune_model_from_the_command_line_then_show(tmp_path):
     done = cli("tune-model", "conv_block", "--trials", "4", "--batch", "4", "--space", "cpu-template", "--db", "t.db",
                "--out", "tuned", "--json", cwd=tmp_path)
@@ -168,6 +169,7 @@ def test_tune_model_from_the_command_line_then_show(tmp_path):
     assert shown.returncode == 0 and "3 kernels" in shown.stdout and "4 trials" in shown.stdout, shown.stderr
 
 
+@pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
 def test_a_model_batch_built_here_runs_elsewhere_and_tune_model_resumes_from_it(tmp_path, in_process_cli):
     code, _, stderr = in_process_cli("batch", "export", "--model", "conv_block", "--space", "cpu-template",
                                      "--count", "2", "--out", "b", cwd=tmp_path)
@@ -198,6 +200,7 @@ def test_a_model_batch_built_here_runs_elsewhere_and_tune_model_resumes_from_it(
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
 def test_a_model_builds_for_a_gpu_here(tmp_path):
     from tensortune.tuning.batch import export_model_batch
     from tensortune.model.build import compile_model

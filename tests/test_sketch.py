@@ -93,6 +93,7 @@ def test_a_user_operator_with_a_reference_tunes_on_the_sketch_space(tmp_path):
     assert summary.trials == 8 and summary.best.ok and summary.naive.ok and wl.family.reference is not None
 
 
+@pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
 def test_metaschedule_resumes_from_its_own_records_and_never_stores_a_trace_twice(tmp_path):
     """MetaSchedule keeps its records beside the database. A run interrupted after it measured
     (here: MetaSchedule run alone) re-measures those without tuning again, and a finished run

@@ -6,7 +6,7 @@ layer, the same timing, the roofline re-check, and the same records (label "sear
 later `tensortune tune` of the task resumes from them). A schedule is a knob point of the
 task's space (cpu-template, cuda-template or sketch), a MetaSchedule trace, or Python code
 defining `schedule(sch)`; the last two are untrusted text, applied only in a worker process
-(space/code.py). The MCP server (mcp_server.py) is a thin face over this class.
+(agents/code_space.py). The MCP server (mcp_server.py) is a thin face over this class.
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ class Workbench:
                 "arithmetic_intensity": round(workload.flops / workload.bytes, 3) if workload.bytes else None,
                 "roofline_floor_s": floor_s(workload, self.target), "spaces": spaces,
                 "forms": {"point": "knob values of a space, as JSON", "named": "naive, hand or default",
-                          "trace": "MetaSchedule trace JSON (space/code.trace_json)",
+                          "trace": "MetaSchedule trace JSON (agents/code_space.trace_json)",
                           "function": "Python code defining schedule(sch) with TensorIR schedule primitives"},
                 "baselines": self._baselines(workload), "budget": self.budget_left()}
 

@@ -1,7 +1,7 @@
 """The fastest a kernel could possibly run on a target: a floor no honest timing goes under.
 
 A correct kernel timed below the floor means the timing is wrong (or the kernel skipped work
-that the checks missed), so the tuner re-checks it before it counts (tuner.step). The floor
+that the checks missed), so the tuning round re-checks it before it counts (tuning/round.py). The floor
 is an upper bound on every peak, not a realistic roofline: a correct kernel beating it must
 be impossible, not just unlikely.
 
