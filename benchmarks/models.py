@@ -50,17 +50,6 @@ def torch_latencies(name: str) -> dict:
     return out
 
 
-def time_vm(executable, inputs) -> float:
-    import tvm
-    from tvm import relax
-
-    from tensortune.measure.runner import time_on_cpu
-
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    args = [tvm.runtime.tensor(a) for a in inputs]
-    return statistics.median(time_on_cpu(lambda: vm["main"](*args), 7, 0.05))
-
-
 def metaschedule(model, target, trials: int, work_dir: str):
     """MetaSchedule's own model tuning (its Relax integration, gradient task scheduler) on the
     same fused module as ours; its records applied by its own pass, then the same lowering:
@@ -92,6 +81,7 @@ def bench(name: str, args) -> dict:
     from tensortune.measure.config import MeasureConfig
     from tensortune.model import build_model, import_model
     from tensortune.model.build import build_checked, fresh_case
+    from tensortune.model.end_to_end import vm_seconds
     from tensortune.model import tune_model, zoo
     from tensortune.target import make_target
     from tensortune.tuning.tuner import TuneConfig
@@ -105,7 +95,7 @@ def bench(name: str, args) -> dict:
     trials = args.trials_per_task * tunable
     row.update(kernels=len(model.kernels), tunable=tunable, trials=trials)
     case, _ = fresh_case(model, 0)
-    row["tvm_untuned"] = time_vm(build_checked(model, target, {}, {}, seed=1).executable, case)
+    row["tvm_untuned"] = vm_seconds(build_checked(model, target, {}, {}, seed=1).executable, case, target)
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"{tmp}/bench.db")  # fresh: every trial measured in this sitting
         start = time.perf_counter()
@@ -114,11 +104,11 @@ def bench(name: str, args) -> dict:
                                  f"  {name}: {done}/{wanted} trials", file=sys.stderr, flush=True))
         built = build_model(model, target, db)
         row["ours_wall_s"] = time.perf_counter() - start
-        row["ours"] = time_vm(built.executable, case)
+        row["ours"] = vm_seconds(built.executable, case, target)
         row["ours_error"], row["ours_trials"] = built.error, summary.trials
         if args.metaschedule:
             executable, row["ms_wall_s"] = metaschedule(model, target, trials, f"{tmp}/ms")
-            row["metaschedule"] = time_vm(executable, case)
+            row["metaschedule"] = vm_seconds(executable, case, target)
     return row
 
 

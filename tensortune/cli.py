@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
@@ -105,7 +106,8 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
 @app.command("tune-model")
 def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns the module and example inputs) "
                                                  "or a zoo model: resnet18, mobilenet_v2, bert_layer, gpt_block, ..."),
-               trials: int = typer.Option(..., "--trials", min=1, help="search trials for the whole model, earlier runs' included"),
+               trials: Optional[int] = typer.Option(None, "--trials", min=1, help="search trials for the whole model, earlier "
+                                                    "runs' included (default: 32 per tunable kernel)"),
                strategy: str = typer.Option(DEFAULT, "--strategy", help=ASK_TELL),
                option: Optional[list[str]] = OPTION,
                space: str = typer.Option("sketch", "--space", help=" | ".join(SPACES) + " (sketch fits any kernel)"),
@@ -114,10 +116,14 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
                                                      "model.json): tensortune.load(folder) calls it from torch"),
                seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
                mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
+               compare: bool = typer.Option(True, help="time torch eager, TVM's default build and the tuned model "
+                                            "end to end (CPU targets)"),
                as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
-    """Tune every kernel of a PyTorch model with one budget; build it, check it against torch, export it."""
+    """Tune every kernel of a PyTorch model with one budget; build it, check it against torch, time it against torch
+    eager, export it."""
     from .measure.config import MeasureConfig
-    from .model import build_model, export_model, import_model, load_factory, tune_model as run_model
+    from .model import build_model, default_trials, export_model, import_model, load_factory, tune_model as run_model
+    from .model.end_to_end import measure_end_to_end
     from .report import model_json, model_table
     from .target import check_runnable
     from .tuning.tuner import TuneConfig
@@ -133,6 +139,11 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     name, (module, inputs) = load_factory(model)
     imported = import_model(name, module, inputs, tgt.spec)
     database = _open_db(db)  # only once the model is in: a model that cannot come in leaves no database
+    if trials is None:
+        trials = default_trials(imported)
+        if not as_json:
+            err.print(f"--trials not given: {trials} for {name} ({sum(k.tunable for k in imported.kernels)} tunable "
+                      "kernels x 32)", highlight=False)
     config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
                         options=tuple(options.items()))
     with _progress(as_json) as bar:
@@ -157,10 +168,16 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     if summary is None:
         out.print("wrote " + ", ".join(map(str, paths)) if paths else "run the same command again to resume")
         sys.exit(130)
+    timing = None
+    if compare and tgt.name == "cpu":
+        if not as_json:
+            err.print("timing torch eager, TVM's default build and the tuned model end to end ...")
+        timing = measure_end_to_end(built, tgt)
+        database.add_model_timing(imported.key, tgt.name, tgt.hardware, timing.as_dict())
     if as_json:
-        print(json.dumps(model_json(summary, built, paths)))
+        print(json.dumps(model_json(summary, built, paths, timing)))
     else:
-        out.print(model_table(summary, built, paths))
+        out.print(model_table(summary, built, paths, timing))
 
 
 @app.command()
@@ -236,7 +253,10 @@ def show(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db: 
 
 
 def _show_model(name: str, kernels: list, database) -> None:
-    """One line per kernel of the model: calls, trials, default and best per target and hardware."""
+    """One line per kernel of the model: calls, trials, default and best per target and hardware;
+    then the model's last end-to-end timing against torch eager."""
+    from .report import end_to_end_line
+
     out.print(f"[bold]{name}[/]: {len(kernels)} kernels (function, calls, then each task: trials, default, best)")
     for function, key, calls, outputs in kernels:
         tasks = database.tasks(key)
@@ -251,6 +271,10 @@ def _show_model(name: str, kernels: list, database) -> None:
                          f"best {_ms(best.result.latency) if best else '-'}")
         status = "not tunable (several outputs)" if outputs > 1 else "; ".join(lines) or "not tuned"
         out.print(f"  {function} x{calls}, kernel {key}: {status}", markup=False)
+    for timing in database.model_timings(name):
+        when = datetime.fromtimestamp(timing["measured"], timezone.utc)
+        out.print(f"last timed {when:%Y-%m-%d %H:%M} UTC on {timing['target']} ({timing['hardware']}): "
+                  + end_to_end_line(timing), markup=False, highlight=False)
 
 
 @app.command()

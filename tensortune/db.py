@@ -36,6 +36,11 @@ CREATE TABLE IF NOT EXISTS models (
     function TEXT NOT NULL, calls INTEGER NOT NULL, outputs INTEGER NOT NULL, created REAL NOT NULL,
     PRIMARY KEY (model_key, function)
 );
+-- a model timed end to end after tuning (model.end_to_end): torch eager, TVM default, tuned
+CREATE TABLE IF NOT EXISTS model_timings (
+    model_key TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL, threads INTEGER NOT NULL,
+    eager_s REAL NOT NULL, default_s REAL NOT NULL, tuned_s REAL NOT NULL, created REAL NOT NULL
+);
 """
 
 
@@ -127,12 +132,30 @@ class Database:
     def model_kernels(self, name: str) -> list[tuple[str, str, int, int]]:
         """(function, kernel key, calls, outputs) of the model last stored under `name` (its
         name or its key)."""
+        return self.conn.execute("SELECT function, kernel, calls, outputs FROM models WHERE model_key=?"
+                                 " ORDER BY rowid", (self._model_key(name),)).fetchall()
+
+    def _model_key(self, name: str) -> str:
+        """The key of the model last stored under `name` (its name or its key), or ''."""
         row = self.conn.execute("SELECT model_key FROM models WHERE name=? OR model_key=? ORDER BY created DESC"
                                 " LIMIT 1", (name, name)).fetchone()
-        if row is None:
-            return []
-        return self.conn.execute("SELECT function, kernel, calls, outputs FROM models WHERE model_key=?"
-                                 " ORDER BY rowid", row).fetchall()
+        return row[0] if row else ""
+
+    def add_model_timing(self, model_key: str, target: str, hardware: str, timing: dict) -> None:
+        """A model's end-to-end seconds (threads, eager_s, default_s, tuned_s, measured)."""
+        with self.conn:
+            self.conn.execute("INSERT INTO model_timings VALUES (?,?,?,?,?,?,?,?)",
+                              (model_key, target, hardware, timing["threads"], timing["eager_s"],
+                               timing["default_s"], timing["tuned_s"], timing["measured"]))
+
+    def model_timings(self, name: str) -> list[dict]:
+        """The latest end-to-end timing per target and hardware of the model last stored under
+        `name` (its name or its key), as add_model_timing took it, with target and hardware."""
+        rows = self.conn.execute("SELECT target, hardware, threads, eager_s, default_s, tuned_s, max(created)"
+                                 " FROM model_timings WHERE model_key=? GROUP BY target, hardware",
+                                 (self._model_key(name),)).fetchall()  # SQLite: the columns of the max row
+        return [dict(zip(("target", "hardware", "threads", "eager_s", "default_s", "tuned_s", "measured"), r))
+                for r in rows]
 
     @contextmanager
     def claim(self, tasks: list[Task]):

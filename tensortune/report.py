@@ -114,16 +114,18 @@ def model_rows(summary, built) -> list[dict]:
     return rows
 
 
-def model_json(summary, built, paths) -> dict:
+def model_json(summary, built, paths, timing=None) -> dict:
+    """The tuned model as JSON; `timing` (model.end_to_end.EndToEnd) adds the end-to-end seconds."""
     default, tuned = summary.estimate
     return {"model": summary.model.name, "key": summary.model.key, "kernels": len(summary.tasks),
             "trials": summary.trials, "new_trials": summary.new_trials, "tuning_s": summary.tuning_s,
             "estimate_ms": {"default": default * 1e3, "tuned": tuned * 1e3},
+            "end_to_end": timing.as_dict() if timing else None,
             "checked_against_torch": built.error, "tasks": model_rows(summary, built),
             "exported": [str(p) for p in paths]}
 
 
-def model_table(summary, built, paths) -> Table:
+def model_table(summary, built, paths, timing=None) -> Table:
     default, tuned = summary.estimate
     grid = Table(title=f"{summary.model.name}: {len(summary.tasks)} kernels, {summary.trials} trials "
                        f"({summary.new_trials} new) in {summary.tuning_s:.0f} s")
@@ -132,10 +134,20 @@ def model_table(summary, built, paths) -> Table:
     for row in model_rows(summary, built):
         grid.add_row(row["function"], str(row["calls"]), _fmt(row["default_ms"], ".4f"), _fmt(row["best_ms"], ".4f"),
                      str(row["trials"]), row["status"])
-    grid.caption = (f"sum over kernels of calls x latency: default {default * 1e3:.3f} ms, tuned {tuned * 1e3:.3f} ms "
+    grid.caption = ((end_to_end_line(timing.as_dict()) + "\n" if timing else "")
+                    + f"sum over kernels of calls x latency: default {default * 1e3:.3f} ms, tuned {tuned * 1e3:.3f} ms "
                     f"({default / tuned:.2f}x); the built model matches torch eager within {built.error:.1e}"
                     + (f"; wrote {', '.join(map(str, paths))}" if paths else ""))
     return grid
+
+
+def end_to_end_line(timing: dict) -> str:
+    """One line of a model's end-to-end timing (EndToEnd.as_dict, or as the records keep it)."""
+    eager, default, tuned = timing["eager_s"], timing["default_s"], timing["tuned_s"]
+    verdict = "faster than" if tuned < eager else "SLOWER than" if tuned > eager else "as fast as"
+    return (f"end to end ({timing['threads']} threads, median of warm calls): torch eager {eager * 1e3:.3f} ms, "
+            f"TVM default {default * 1e3:.3f} ms, tuned {tuned * 1e3:.3f} ms: tuned is {eager / tuned:.2f}x eager "
+            f"({verdict} torch eager), {default / tuned:.2f}x TVM default")
 
 
 def _ms(seconds: float) -> float | None:

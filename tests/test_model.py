@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tensortune.measure.config import MeasureConfig
 from tensortune.model import build_model, export_model, import_model, tune_model
 from tensortune.model import zoo
 from tensortune.model.build import build_checked, tolerance
+from tensortune.model.end_to_end import measure_end_to_end
 from tensortune.target import make_target
 from tensortune.tuning.tuner import TuneConfig
 
@@ -165,8 +167,34 @@ def test_tune_model_from_the_command_line_then_show(tmp_path):
     summary = json.loads(done.stdout)
     assert summary["trials"] == 4 and summary["kernels"] == 3 and summary["checked_against_torch"] < 1e-3
     assert (tmp_path / "tuned" / "model.so").is_file()
+    timing = summary["end_to_end"]
+    assert timing["threads"] == 2 and timing["tuned_vs_eager"] == timing["eager_s"] / timing["tuned_s"]
     shown = cli("show", "conv_block", "--db", "t.db", cwd=tmp_path)
     assert shown.returncode == 0 and "3 kernels" in shown.stdout and "4 trials" in shown.stdout, shown.stderr
+    assert f"torch eager {timing['eager_s'] * 1e3:.3f} ms" in shown.stdout and "last timed 20" in shown.stdout
+
+
+class SlowEager(torch.nn.Module):
+    """A test double: the model with 20 ms of Python in its forward, which torch.export does
+    not capture, so only torch eager pays it."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        time.sleep(0.02)
+        return self.inner(x)
+
+
+def test_the_end_to_end_figures_come_from_timing_each_build():
+    module, inputs = zoo.conv_block()
+    target = make_target("cpu", 2)
+    model = import_model("slow_eager", SlowEager(module), inputs, target.spec)
+    built = build_model(model, target, Database(":memory:"))
+    timing = measure_end_to_end(built, target)
+    assert timing.eager_s >= 0.02 > 10 * max(timing.default_s, timing.tuned_s), timing
+    assert timing.vs_eager > 10 and timing.threads == 2
 
 
 @pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'

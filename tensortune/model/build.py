@@ -125,13 +125,26 @@ def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[
 
 def run(executable, inputs: list[np.ndarray], kind: str = "llvm") -> list[np.ndarray]:
     """The built model's outputs for `inputs`, run on the target kind's device."""
+    out = run_on(executable, inputs, kind)()
+    return [o.numpy() for o in (out if not hasattr(out, "numpy") else [out])]
+
+
+def run_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
+    """A call that runs the built model once on `inputs`, copied to the device once, and
+    returns when the device has finished (for timing)."""
     import tvm
     from tvm import relax
 
     dev = device_of(kind)
-    vm = relax.VirtualMachine(executable, dev)
-    out = vm["main"](*[tvm.runtime.tensor(a, dev) for a in inputs])
-    return [o.numpy() for o in (out if not hasattr(out, "numpy") else [out])]
+    main = relax.VirtualMachine(executable, dev)["main"]
+    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+
+    def call():
+        out = main(*args)
+        dev.sync()
+        return out
+
+    return call
 
 
 def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> float:

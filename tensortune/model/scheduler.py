@@ -30,6 +30,12 @@ from ..tuning.tuner import TuneConfig, finish, task_tuner
 from .importer import ImportedModel, ModelKernel
 
 MIN_GAIN = 0.01
+TRIALS_PER_KERNEL = 32  # the budget without --trials; MetaSchedule's model tuning is compared at the same
+
+
+def default_trials(model: ImportedModel) -> int:
+    """A budget that fits the model: TRIALS_PER_KERNEL for each kernel that can be tuned."""
+    return TRIALS_PER_KERNEL * max(1, sum(k.tunable for k in model.kernels))
 
 
 @dataclass
