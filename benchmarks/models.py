@@ -27,8 +27,13 @@ THREADS = len(os.sched_getaffinity(0))
 os.environ["TVM_NUM_THREADS"] = str(THREADS)
 
 
-def torch_latencies(name: str) -> dict:
-    """torch eager and torch.compile in this (child) process: seconds per call, or the error."""
+MODES = {"eager": None, "inductor": "default", "max_autotune": "max-autotune"}  # column -> torch.compile mode
+MODE_TIMEOUT_S = 300  # max-autotune benchmarks its templates while compiling: it may take long here
+
+
+def torch_latency(name: str, column: str) -> dict:
+    """torch eager or one torch.compile mode in this (child) process: seconds per call (and
+    the compile time), or the error."""
     import torch
 
     from tensortune.measure.runner import time_on_cpu
@@ -36,17 +41,29 @@ def torch_latencies(name: str) -> dict:
 
     torch.set_num_threads(THREADS)
     module, inputs = zoo.ZOO[name]()
-    out = {}
     with torch.no_grad():
-        out["eager"] = statistics.median(time_on_cpu(lambda: module(*inputs), 7, 0.05))
         try:
-            compiled = torch.compile(module)
+            call = module if MODES[column] is None else torch.compile(module, mode=MODES[column])
             start = time.perf_counter()
-            compiled(*inputs)
-            out["compile_s"] = time.perf_counter() - start
-            out["inductor"] = statistics.median(time_on_cpu(lambda: compiled(*inputs), 7, 0.05))
+            call(*inputs)
+            compile_s = time.perf_counter() - start
+            return {column: statistics.median(time_on_cpu(lambda: call(*inputs), 7, 0.05)),
+                    f"{column}_compile_s": compile_s}
         except Exception as err:  # inductor needs a working C++ toolchain: report why not
-            out["inductor_error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+            return {f"{column}_error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+
+
+def torch_latencies(name: str) -> dict:
+    """Every torch column, each in a child process of its own (see the module's docstring)."""
+    out = {}
+    for column in MODES:
+        try:
+            child = subprocess.run([sys.executable, __file__, "--torch-child", name, column], capture_output=True,
+                                   text=True, timeout=MODE_TIMEOUT_S)
+            out.update(json.loads(child.stdout) if child.returncode == 0 else
+                       {f"{column}_error": child.stderr.strip().splitlines()[-1][:200]})
+        except subprocess.TimeoutExpired:
+            out[f"{column}_error"] = f"not done in {MODE_TIMEOUT_S} s"
     return out
 
 
@@ -87,10 +104,9 @@ def bench(name: str, args) -> dict:
     from tensortune.tuning.tuner import TuneConfig
 
     target = make_target("cpu", THREADS)
-    child = subprocess.run([sys.executable, __file__, "--torch-child", name], capture_output=True, text=True)
-    row = {"model": name, "torch": json.loads(child.stdout) if child.returncode == 0 else {"error": child.stderr[-300:]}}
+    row = {"model": name, "torch": torch_latencies(name)}
     module, inputs = zoo.ZOO[name]()
-    model = import_model(name, module, inputs, target.spec)
+    model = import_model(name, module, inputs, target.spec, torch_ops=True)
     tunable = sum(k.tunable for k in model.kernels)
     trials = args.trials_per_task * tunable
     row.update(kernels=len(model.kernels), tunable=tunable, trials=trials)
@@ -106,6 +122,9 @@ def bench(name: str, args) -> dict:
         row["ours_wall_s"] = time.perf_counter() - start
         row["ours"] = vm_seconds(built.executable, case, target)
         row["ours_error"], row["ours_trials"] = built.error, summary.trials
+        row["torch_ops"] = built.torch_ops  # operations the kept build calls torch for
+        row["torch_ops_possible"] = model.with_torch_ops.torch_ops if model.with_torch_ops else 0
+        row["builds"] = built.timed  # each build's end-to-end seconds when the faster was chosen
         if args.metaschedule:
             executable, row["ms_wall_s"] = metaschedule(model, target, trials, f"{tmp}/ms")
             row["metaschedule"] = vm_seconds(executable, case, target)
@@ -121,24 +140,31 @@ def table(rows: list[dict], args) -> str:
     def ratio(a, b):
         return f"{a / b:7.2f}x" if isinstance(a, float) and isinstance(b, float) else f"{'-':>8}"
 
-    lines = [f"models.py: {' '.join(sys.argv[1:])}", f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+    revision = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    lines = [f"models.py: {' '.join(sys.argv[1:])} (code {revision})", f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
              f"machine {cpu_model()} ({THREADS} threads for every variant), python {platform.python_version()}",
              f"budget: {args.trials_per_task} trials per tunable kernel for tensortune and MetaSchedule; space {args.space}",
-             "latency ms (median, warm); ratios: how many times faster ours is than the column", "",
-             f"{'model':13}{'eager':>9}{'inductor':>9}{'untuned':>9}{'MS':>9}{'ours':>9}"
-             f"{'/eager':>8}{'/induct':>8}{'/untuned':>8}{'/MS':>8}{'ours s':>8}{'MS s':>8}{'MS s/ours s':>12}"
-             f"{'kernels':>8}{'trials':>7}"]
+             "latency ms (median, warm); ratios: how many times faster ours is than the column; torch ops: operations "
+             "the kept build calls torch for / those it could (convolutions, matmuls); every activation in NCHW, "
+             "no Winograd (not built yet)", "",
+             f"{'model':13}{'eager':>9}{'inductor':>9}{'max-auto':>9}{'untuned':>9}{'MS':>9}{'ours':>9}"
+             f"{'/eager':>8}{'/induct':>8}{'/maxaut':>8}{'/untuned':>8}{'/MS':>8}{'ours s':>8}{'MS s':>8}{'MS s/ours s':>12}"
+             f"{'kernels':>8}{'trials':>7}{'torch ops':>10}"]
     for r in rows:
         t = r["torch"]
-        lines.append(f"{r['model']:13}{ms(t.get('eager'))}{ms(t.get('inductor'))}{ms(r['tvm_untuned'])}"
-                     f"{ms(r.get('metaschedule'))}{ms(r['ours'])}{ratio(t.get('eager'), r['ours'])}"
-                     f"{ratio(t.get('inductor'), r['ours'])}{ratio(r['tvm_untuned'], r['ours'])}"
+        lines.append(f"{r['model']:13}{ms(t.get('eager'))}{ms(t.get('inductor'))}{ms(t.get('max_autotune'))}"
+                     f"{ms(r['tvm_untuned'])}{ms(r.get('metaschedule'))}{ms(r['ours'])}{ratio(t.get('eager'), r['ours'])}"
+                     f"{ratio(t.get('inductor'), r['ours'])}{ratio(t.get('max_autotune'), r['ours'])}"
+                     f"{ratio(r['tvm_untuned'], r['ours'])}"
                      f"{ratio(r.get('metaschedule'), r['ours'])}{r['ours_wall_s']:8.0f}"
                      f"{r.get('ms_wall_s', float('nan')):8.0f}{ratio(r.get('ms_wall_s'), r['ours_wall_s']):>12}"
-                     f"{r['kernels']:8d}{r['trials']:7d}")
-        if "inductor_error" in t:
-            lines.append(f"  inductor failed: {t['inductor_error']}")
-        lines.append(f"  ours matches torch eager within {r['ours_error']:.1e} (relative)")
+                     f"{r['kernels']:8d}{r['trials']:7d}{r['torch_ops']:>5d}/{r['torch_ops_possible']:<4d}")
+        for column in ("inductor", "max_autotune"):
+            if f"{column}_error" in t:
+                lines.append(f"  {column} failed: {t[f'{column}_error']}")
+        lines.append(f"  ours matches torch eager within {r['ours_error']:.1e} (relative); builds timed for the choice: "
+                     + ", ".join(f"{b} {seconds * 1e3:.3f} ms" for b, seconds in r["builds"].items()))
     return "\n".join(lines)
 
 
@@ -150,10 +176,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-metaschedule", dest="metaschedule", action="store_false")
     parser.add_argument("--out", help="also write the table to this file")
-    parser.add_argument("--torch-child", help=argparse.SUPPRESS)
+    parser.add_argument("--torch-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_child:
-        print(json.dumps(torch_latencies(args.torch_child)))
+        print(json.dumps(torch_latency(*args.torch_child)))
         return
     rows = [bench(name, args) for name in args.models]
     text = table(rows, args)

@@ -116,6 +116,8 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
                                                      "model.json): tensortune.load(folder) calls it from torch"),
                seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
                mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
+               torch_ops: bool = typer.Option(True, help="also build the model calling torch for the operations it "
+                                              "implements (convolution, matmul; CPU) and keep it where faster"),
                compare: bool = typer.Option(True, help="time torch eager, TVM's default build and the tuned model "
                                             "end to end (CPU targets)"),
                as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
@@ -137,7 +139,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     os.environ["TVM_NUM_THREADS"] = str(tgt.threads)  # the model is checked and timed in this process too
     check_fits(space, tgt.spec)
     name, (module, inputs) = load_factory(model)
-    imported = import_model(name, module, inputs, tgt.spec)
+    imported = import_model(name, module, inputs, tgt.spec, torch_ops=torch_ops)
     database = _open_db(db)  # only once the model is in: a model that cannot come in leaves no database
     if trials is None:
         trials = default_trials(imported)

@@ -105,7 +105,8 @@ def model_rows(summary, built) -> list[dict]:
     rows = []
     for state in summary.tasks:
         name = state.kernel.name
-        status = ("not tunable (several outputs)" if not state.kernel.tunable else
+        status = ("not in the build kept" if state.kernel not in built.build.kernels else
+                  "not tunable (several outputs)" if not state.kernel.tunable else
                   f"fell back: {built.fell_back[name]}" if name in built.fell_back else
                   "tuned" if name in built.tuned else "default kept")
         rows.append({"function": name, "kernel": state.kernel.workload.key, "calls": state.kernel.calls,
@@ -120,8 +121,9 @@ def model_json(summary, built, paths, timing=None) -> dict:
     return {"model": summary.model.name, "key": summary.model.key, "kernels": len(summary.tasks),
             "trials": summary.trials, "new_trials": summary.new_trials, "tuning_s": summary.tuning_s,
             "estimate_ms": {"default": default * 1e3, "tuned": tuned * 1e3},
-            "end_to_end": timing.as_dict() if timing else None,
-            "checked_against_torch": built.error, "tasks": model_rows(summary, built),
+            "end_to_end": timing.as_dict() if timing else None, "torch_ops": built.torch_ops,
+            "builds_ms": {name: seconds * 1e3 for name, seconds in built.timed.items()},
+            "torch_ops_refused": built.refused or None, "checked_against_torch": built.error, "tasks": model_rows(summary, built),
             "exported": [str(p) for p in paths]}
 
 
@@ -134,11 +136,22 @@ def model_table(summary, built, paths, timing=None) -> Table:
     for row in model_rows(summary, built):
         grid.add_row(row["function"], str(row["calls"]), _fmt(row["default_ms"], ".4f"), _fmt(row["best_ms"], ".4f"),
                      str(row["trials"]), row["status"])
-    grid.caption = ((end_to_end_line(timing.as_dict()) + "\n" if timing else "")
+    grid.caption = ((end_to_end_line(timing.as_dict()) + "\n" if timing else "") + _builds_line(built)
                     + f"sum over kernels of calls x latency: default {default * 1e3:.3f} ms, tuned {tuned * 1e3:.3f} ms "
                     f"({default / tuned:.2f}x); the built model matches torch eager within {built.error:.1e}"
                     + (f"; wrote {', '.join(map(str, paths))}" if paths else ""))
     return grid
+
+
+def _builds_line(built) -> str:
+    """Which build was kept: all kernels in TVM, or torch's operators called for some."""
+    if built.refused:
+        return f"kept the all-TVM build: the one calling torch's operators was refused ({built.refused})\n"
+    if not built.timed:
+        return ""
+    kept = f"calling torch for {built.torch_ops} operations" if built.torch_ops else "all in TVM"
+    return ("kept the build " + kept + " (end to end: " + ", ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds
+                                                                   in built.timed.items()) + ")\n")
 
 
 def end_to_end_line(timing: dict) -> str:

@@ -165,12 +165,13 @@ def test_tune_model_from_the_command_line_then_show(tmp_path):
                "--out", "tuned", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["trials"] == 4 and summary["kernels"] == 3 and summary["checked_against_torch"] < 1e-3
+    # 5 kernels: 3 in the all-TVM build, 2 around torch's convolution and linear layer in the other
+    assert summary["trials"] == 4 and summary["kernels"] == 5 and summary["checked_against_torch"] < 1e-3
     assert (tmp_path / "tuned" / "model.so").is_file()
     timing = summary["end_to_end"]
     assert timing["threads"] == 2 and timing["tuned_vs_eager"] == timing["eager_s"] / timing["tuned_s"]
     shown = cli("show", "conv_block", "--db", "t.db", cwd=tmp_path)
-    assert shown.returncode == 0 and "3 kernels" in shown.stdout and "4 trials" in shown.stdout, shown.stderr
+    assert shown.returncode == 0 and "5 kernels" in shown.stdout and "4 trials" in shown.stdout, shown.stderr
     assert f"torch eager {timing['eager_s'] * 1e3:.3f} ms" in shown.stdout and "last timed 20" in shown.stdout
 
 
@@ -251,3 +252,65 @@ def test_tune_model_for_a_gpu_without_one_says_how_to_send_a_batch(tmp_path, in_
                                      cwd=tmp_path)
     assert code == 2 and "batch export --model conv_block --target cuda" in stderr, stderr
     assert not (tmp_path / "t.db").exists()
+
+
+class BigConv(torch.nn.Module):
+    """A convolution large enough that TVM's untuned kernel loses to torch's by far."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(32, 32, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def test_the_build_calling_torch_is_kept_where_it_is_faster_end_to_end():
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    big = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target.spec, torch_ops=True)
+    assert big.with_torch_ops.torch_ops == 1
+    assert not any("conv2d" in k.name for k in big.with_torch_ops.kernels)  # the convolution is torch's
+    built = build_model(big, target, Database(":memory:"))  # untuned: TVM's default convolution is slow
+    assert built.torch_ops == 1 and built.timed["torch ops"] < built.timed["tvm"] and built.error <= tolerance("float32")
+    small = import_model("conv_block", *zoo.conv_block(), target.spec, torch_ops=True)
+    assert small.with_torch_ops.torch_ops == 2  # its convolution and its linear layer
+    kept = build_model(small, target, Database(":memory:"))  # tiny: torch's call overhead loses
+    assert kept.torch_ops == 0 and kept.timed["tvm"] < kept.timed["torch ops"]
+
+
+def test_a_model_calling_torch_exports_and_loads_in_a_fresh_process(tmp_path):
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    model = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target.spec, torch_ops=True)
+    db = Database(":memory:")
+    built = build_model(model, target, db)
+    assert built.torch_ops == 1
+    export_model(built, target, tmp_path / "out", db)
+    meta = json.loads((tmp_path / "out" / "model.json").read_text())
+    assert meta["torch_ops"] == 1 and "torch" in meta["runtime_needs"]
+    x = torch.randn(1, 32, 28, 28)
+    with torch.no_grad():
+        torch.save({"x": x, "y": model.module(x)}, tmp_path / "case.pt")
+    script = ("import sys, torch, tensortune\n"
+              "case = torch.load(sys.argv[2])\n"
+              "got = tensortune.load(sys.argv[1])(case['x'])\n"
+              "print(float((got - case['y']).abs().max() / case['y'].abs().max()))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out"), str(tmp_path / "case.pt")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) <= tolerance("float32")
+
+
+def test_kernels_of_the_build_far_behind_weigh_less_in_the_schedule():
+    """With two builds only the faster is kept: a kernel of the all-TVM build counts in
+    proportion to how close that build is to the one calling torch (untuned, far behind here)."""
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    model = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target.spec, torch_ops=True)
+    summary = tune_model(model, target, Database(":memory:"), TuneConfig(trials=4, batch=4, space="sketch"), FAST)
+    torch_keys = {k.workload.key for k in model.with_torch_ops.kernels}
+    weights = {s.kernel.name: (s.weight, s.kernel.workload.key in torch_keys) for s in summary.tasks}
+    conv = [w for name, (w, _) in weights.items() if "conv2d" in name]
+    assert conv and conv[0] < 0.2, weights  # the untuned TVM convolution is over 5x behind torch's
+    assert all(w == 1.0 for w, in_torch_build in weights.values() if in_torch_build), weights

@@ -72,6 +72,10 @@ class TunedModel:
         from ..measure.runner import device_of
 
         self.device = _device(self.meta)
+        if self.meta.get("torch_ops"):  # the build calls torch's operators by name
+            from ..model.torch_ops import register
+
+            register()
         self._vm = relax.VirtualMachine(tvm.runtime.load_module(str(folder / "model.so")), device_of(self.device))
         self._main = self._vm["main"]
 

@@ -15,21 +15,34 @@ import numpy as np
 
 from ..db import Database
 from ..errors import UserError
-from ..measure.runner import device_of, verify
+from ..measure.runner import verify
 from ..space import make_space, stored_space
 from ..space.default import DefaultSpace
 from ..target import Target, tvm_target
 from .importer import ImportedModel
-from .scheduler import stored_default
+from .defaults import stored_default
+from .vm import run, vm_seconds
 
 
 @dataclass
 class BuiltModel:
-    model: ImportedModel
+    model: ImportedModel  # as imported; `build` is the build chosen (it or its with_torch_ops)
     executable: object  # tvm.runtime.Executable of the Relax VM
     tuned: dict[str, float] = field(default_factory=dict)  # function -> tuned seconds per call
     fell_back: dict[str, str] = field(default_factory=dict)  # function -> why it keeps its default
     error: float = 0.0  # max error against torch eager, relative to max |torch output|
+    build: ImportedModel | None = None
+    # seconds per call of each build timed for the choice ("tvm", "torch ops"), where there were two
+    timed: dict[str, float] = field(default_factory=dict)
+    refused: str = ""  # why the build that calls torch was not kept, if it failed its check
+
+    def __post_init__(self):
+        self.build = self.build or self.model
+
+    @property
+    def torch_ops(self) -> int:
+        """Operations the chosen build calls torch for (0: every kernel in TVM)."""
+        return self.build.torch_ops
 
 
 def tolerance(dtype) -> float:
@@ -57,7 +70,28 @@ def best_schedules(model: ImportedModel, target: Target, db: Database) -> dict[s
 
 
 def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 1) -> BuiltModel:
-    """Build with the best schedules; check against torch; fall back where a kernel is wrong."""
+    """Build with the best schedules; check against torch; fall back where a kernel is wrong.
+    Where the model also has a build that calls torch (`with_torch_ops`), both are built and
+    checked, timed end to end on the same inputs, and the faster is kept."""
+    built = _build_best(model, target, db, seed)
+    if model.with_torch_ops is None:
+        return built
+    try:
+        other = _build_best(model.with_torch_ops, target, db, seed)
+    except UserError as err:  # torch's operators disagree with the import: the all-TVM build stands
+        built.refused = str(err)
+        return built
+    inputs, _ = fresh_case(model, seed + 1)
+    timed = {"tvm": vm_seconds(built.executable, inputs, target), "torch ops": vm_seconds(other.executable, inputs, target)}
+    chosen = other if timed["torch ops"] < timed["tvm"] else built
+    return BuiltModel(model, chosen.executable, chosen.tuned, chosen.fell_back, chosen.error, chosen.model, timed)
+
+
+def _build_best(model: ImportedModel, target: Target, db: Database, seed: int) -> BuiltModel:
+    from .torch_ops import register
+
+    if model.torch_ops:
+        register()  # the built model calls them when it is checked
     chosen = best_schedules(model, target, db)
     return build_checked(model, target, {name: func for name, (func, _) in chosen.items()},
                          {name: s for name, (_, s) in chosen.items()}, seed)
@@ -123,30 +157,6 @@ def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[
     return [t.numpy() for t in inputs], [t.detach().numpy() for t in outs]
 
 
-def run(executable, inputs: list[np.ndarray], kind: str = "llvm") -> list[np.ndarray]:
-    """The built model's outputs for `inputs`, run on the target kind's device."""
-    out = run_on(executable, inputs, kind)()
-    return [o.numpy() for o in (out if not hasattr(out, "numpy") else [out])]
-
-
-def run_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
-    """A call that runs the built model once on `inputs`, copied to the device once, and
-    returns when the device has finished (for timing)."""
-    import tvm
-    from tvm import relax
-
-    dev = device_of(kind)
-    main = relax.VirtualMachine(executable, dev)["main"]
-    args = [tvm.runtime.tensor(a, dev) for a in inputs]
-
-    def call():
-        out = main(*args)
-        dev.sync()
-        return out
-
-    return call
-
-
 def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> float:
     """Max error relative to max |expected| (runner.verify's measure), over every output."""
     if [g.shape for g in got] != [e.shape for e in expected]:
@@ -166,12 +176,14 @@ def export_model(built: BuiltModel, target: Target, folder: Path, db: Database) 
     _, expected = fresh_case(model, 0)
     meta.write_text(json.dumps({
         "kind": "model", "model": model.name, "key": model.key, "target": target.spec, "threads": target.threads,
+        # a build that calls torch's operators needs torch, and tensortune.load registers them
+        "torch_ops": built.torch_ops, "runtime_needs": ["tvm", "torch"] if built.torch_ops else ["tvm"],
         "inputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} for t in model.example_inputs],
         "outputs": [{"shape": list(e.shape), "dtype": str(e.dtype)} for e in expected],
         "checked_against_torch": {"max_relative_error": built.error, "tolerance": tolerance(expected[0].dtype)},
         "kernels": [{"function": k.name, "kernel": k.workload.key, "calls": k.calls,
                      "default_s": _seconds(stored_default(db, k.workload.key, target)), "tuned_s": built.tuned.get(k.name),
-                     "fell_back": built.fell_back.get(k.name)} for k in model.kernels],
+                     "fell_back": built.fell_back.get(k.name)} for k in built.build.kernels],
     }, indent=1))
     return [library, meta]
 

@@ -12,11 +12,9 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..target import Target
-from .build import BuiltModel, build_checked, fresh_case, run_on
+from .build import BuiltModel, build_checked, fresh_case
 from .importer import ImportedModel
-
-REPEATS = 7
-MIN_REPEAT_S = 0.05
+from .vm import MIN_REPEAT_S, REPEATS, vm_seconds
 
 
 @dataclass(frozen=True)
@@ -66,11 +64,3 @@ def eager_seconds(model: ImportedModel, threads: int, inputs) -> float:
             return statistics.median(time_on_cpu(lambda: model.module(*tensors), REPEATS, MIN_REPEAT_S))
     finally:
         torch.set_num_threads(before)
-
-
-def vm_seconds(executable, inputs, target: Target) -> float:
-    """Seconds per call of a built model in TVM's VM, inputs resident on its device."""
-    from ..measure.runner import time_on_cpu
-
-    call = run_on(executable, inputs, target.spec["kind"])
-    return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))

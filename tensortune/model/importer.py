@@ -41,6 +41,18 @@ class ImportedModel:
     example_inputs: tuple
     mod: object  # the lowered and fused Relax IRModule
     kernels: list[ModelKernel]
+    torch_ops: int = 0  # operations this build calls torch for (model.torch_ops), the rest in TVM's kernels
+    # the same model with every operation torch implements called in torch (its kernels: what
+    # remains around them), built too and kept where it is faster end to end; None if not made
+    with_torch_ops: "ImportedModel | None" = None
+
+    def all_kernels(self) -> list[ModelKernel]:
+        """The kernels of this build and of `with_torch_ops`, each distinct kernel once: what
+        tuning the model tunes."""
+        kernels = {k.workload.key: k for k in self.kernels}
+        for kernel in self.with_torch_ops.kernels if self.with_torch_ops else []:
+            kernels.setdefault(kernel.workload.key, kernel)
+        return list(kernels.values())
 
     @property
     def key(self) -> str:
@@ -52,7 +64,7 @@ class ImportedModel:
     def kernel_rows(self) -> list[dict]:
         """What the records keep of each kernel (see Database.add_model), as plain data."""
         return [{"function": k.name, "key": k.workload.key, "name": k.workload.name, "source": k.workload.source,
-                 "calls": k.calls, "outputs": k.outputs} for k in self.kernels]
+                 "calls": k.calls, "outputs": k.outputs} for k in self.all_kernels()]
 
 
 def load_factory(spec: str):
@@ -92,11 +104,21 @@ def _check_made(spec: str, made):
     return module.eval(), tuple(inputs)
 
 
-def import_model(name: str, module, example_inputs: tuple, target_spec: dict) -> ImportedModel:
+def import_model(name: str, module, example_inputs: tuple, target_spec: dict, torch_ops: bool = False) -> ImportedModel:
     """Export, convert, lower and fuse; a model that cannot make the way is a UserError that
-    names the step and the cause."""
-    mod = lower_and_fuse(to_relax(name, module, example_inputs), target_spec)
-    return ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod))
+    names the step and the cause. With `torch_ops` (CPU targets), also the build that calls
+    torch for the operations it implements (model.torch_ops), where the model has any."""
+    from .torch_ops import dispatch_to_torch
+
+    relax_mod = to_relax(name, module, example_inputs)
+    mod = lower_and_fuse(relax_mod, target_spec)
+    model = ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod))
+    if torch_ops and target_spec["kind"] == "llvm":
+        dispatched, count = dispatch_to_torch(relax_mod)
+        if count:
+            other = lower_and_fuse(dispatched, target_spec)
+            model.with_torch_ops = ImportedModel(name, module, model.example_inputs, other, _kernels(other), count)
+    return model
 
 
 def to_relax(name: str, module, example_inputs: tuple):

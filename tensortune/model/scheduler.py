@@ -27,14 +27,18 @@ from ..space.default import DefaultSpace
 from ..target import Target, check_runnable
 from ..tuning.round import TaskTuner, record, run_round
 from ..tuning.tuner import TuneConfig, finish, task_tuner
+from .build import compile_model, fresh_case
+from .defaults import default_task, stored_default
 from .importer import ImportedModel, ModelKernel
+from .vm import vm_seconds
 
 MIN_GAIN = 0.01
 TRIALS_PER_KERNEL = 32  # the budget without --trials; MetaSchedule's model tuning is compared at the same
 
 
 def default_trials(model: ImportedModel) -> int:
-    """A budget that fits the model: TRIALS_PER_KERNEL for each kernel that can be tuned."""
+    """A budget that fits the model: TRIALS_PER_KERNEL for each tunable kernel of its all-TVM build
+    (the kernels left around torch's operations are elementwise and need fewer)."""
     return TRIALS_PER_KERNEL * max(1, sum(k.tunable for k in model.kernels))
 
 
@@ -46,6 +50,7 @@ class TaskState:
     default: Result  # TVM's untuned kernel
     tuner: TaskTuner | None = None  # None for a kernel that is not tuned
     gains: list[float] = field(default_factory=list)  # relative improvement of each round
+    weight: float = 1.0  # how much the kernel's time counts for the model (see _weigh)
 
     @property
     def latency(self) -> float:
@@ -57,7 +62,7 @@ class TaskState:
         if self.tuner is None or self.tuner.exhausted:
             return 0.0
         expected = sum(self.gains[-2:]) / len(self.gains[-2:]) if self.gains else 1.0
-        return self.kernel.calls * self.latency * max(expected, MIN_GAIN)
+        return self.weight * self.kernel.calls * self.latency * max(expected, MIN_GAIN)
 
 
 @dataclass
@@ -70,9 +75,10 @@ class ModelSummary:
 
     @property
     def estimate(self) -> tuple[float, float]:
-        """(default, tuned) seconds: the sum over kernels of calls x latency."""
-        return (sum(t.kernel.calls * t.default.latency for t in self.tasks),
-                sum(t.kernel.calls * t.latency for t in self.tasks))
+        """(default, tuned) seconds: the sum over the all-TVM build's kernels of calls x latency."""
+        keys = {k.workload.key for k in self.model.kernels}
+        tasks = [t for t in self.tasks if t.kernel.workload.key in keys]
+        return sum(t.kernel.calls * t.default.latency for t in tasks), sum(t.kernel.calls * t.latency for t in tasks)
 
 
 Progress = Callable[[list[TaskState], int, int], None]  # (tasks, trials done, trials wanted)
@@ -80,9 +86,10 @@ Progress = Callable[[list[TaskState], int, int], None]  # (tasks, trials done, t
 
 def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneConfig, measure: MeasureConfig,
                progress: Progress = lambda *_: None) -> ModelSummary:
-    """Tune the model's kernels with `config.trials` in all (earlier runs' included)."""
+    """Tune the model's kernels with `config.trials` in all (earlier runs' included): those of
+    its all-TVM build and, where it has one, of its build that calls torch (model.torch_ops)."""
     check_runnable(target)
-    with db.claim([Task(k.workload.key, target.name, target.hardware, config.space) for k in model.kernels]):
+    with db.claim([Task(k.workload.key, target.name, target.hardware, config.space) for k in model.all_kernels()]):
         return _tune_model(model, target, db, config, measure, progress)
 
 
@@ -90,12 +97,14 @@ def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
     start = time.perf_counter()
     db.add_model(model.name, model.key, model.kernel_rows())
     with Measurer(target.spec, measure) as measurer:
-        states = [_state(k, target, db, config, measurer) for k in model.kernels]
+        states = [_state(k, target, db, config, measurer) for k in model.all_kernels()]
         tuned = [s for s in states if s.tuner]
         past = sum(s.tuner.trials for s in tuned)
         done = past
+        weigh = _weigher(model, target, states)
         progress(states, done, config.trials)
         while done < config.trials and any(s.priority > 0 for s in tuned):
+            weigh()
             state = max(tuned, key=lambda s: s.priority)
             before = state.latency
             done += len(run_round(state.tuner, measurer, min(config.batch, config.trials - done)))
@@ -105,6 +114,40 @@ def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
             if state.tuner.trials > state.tuner.past:  # a resumed, finished task is not re-timed
                 finish(state.tuner, measurer, target.spec, config.final_top, baselines=False)  # its default is the baseline
     return ModelSummary(model, states, done, done - past, time.perf_counter() - start)
+
+
+def _weigher(model: ImportedModel, target: Target, states: list[TaskState]) -> Callable[[], None]:
+    """With two builds (all in TVM, and calling torch's operators), only the faster is kept,
+    so a kernel found in one build only counts in proportion to how close that build is to the
+    other: weight min(1, other's estimate / its build's estimate), where a build's estimate is
+    the sum of calls x latency of its kernels, plus, for the build calling torch, the time of
+    torch's operators (timed once: that build end to end at its defaults, less its kernels).
+    Early rounds still go to the slow kernels of a build far behind (their time is large), and
+    once its kernels are tuned, their weight has grown back."""
+    if model.with_torch_ops is None:
+        return lambda: None
+    by_key = {s.kernel.workload.key: s for s in states}
+    builds = [(model.kernels, 0.0), (model.with_torch_ops.kernels, _torch_seconds(model.with_torch_ops, target, by_key))]
+    keys = [{k.workload.key for k in kernels} for kernels, _ in builds]
+
+    def weigh() -> None:
+        estimates = [fixed + sum(k.calls * by_key[k.workload.key].latency for k in kernels) for kernels, fixed in builds]
+        for state in states:
+            inside = [i for i, build in enumerate(keys) if state.kernel.workload.key in build]
+            state.weight = 1.0 if len(inside) == 2 else min(1.0, estimates[1 - inside[0]] / estimates[inside[0]])
+
+    return weigh
+
+
+def _torch_seconds(build: ImportedModel, target: Target, by_key: dict[str, TaskState]) -> float:
+    """Seconds per call of torch's operators in `build`: the build end to end with every kernel
+    at its default, less the kernels' calls x default latency."""
+    from .torch_ops import register
+
+    register()
+    inputs, _ = fresh_case(build, seed=0)
+    whole = vm_seconds(compile_model(build, target, {}), inputs, target)
+    return max(0.0, whole - sum(k.calls * by_key[k.workload.key].default.latency for k in build.kernels))
 
 
 def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig, measurer: Measurer) -> TaskState:
@@ -129,14 +172,3 @@ def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig
 def _gain(before: float, after: float) -> float:
     """The relative improvement of a round."""
     return max(0.0, 1 - after / before)
-
-
-def default_task(key: str, target: Target) -> Task:
-    """Where a kernel's default is stored: its task in the default space (TVM's own schedule)."""
-    return Task(key, target.name, target.hardware, DefaultSpace.name)
-
-
-def stored_default(db: Database, key: str, target: Target) -> Result | None:
-    """The kernel's default (TVM's untuned kernel) as last measured on this hardware, or None."""
-    stored = db.records(default_task(key, target), (Label.DEFAULT,))
-    return stored[-1].result if stored else None

@@ -52,6 +52,42 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
 
 
+class _Bottleneck(nn.Module):
+    """ResNet-50's bottleneck block: 1x1 reduce, 3x3, 1x1 expand (4x), batch norm after each,
+    a projection when the shape changes."""
+
+    def __init__(self, cin: int, width: int, stride: int):
+        super().__init__()
+        cout = 4 * width
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.down(x))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, classes: int = 1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        blocks, cin = [], 64
+        for i, (width, count) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3))):
+            for j in range(count):
+                blocks.append(_Bottleneck(cin, width, 2 if i > 0 and j == 0 else 1))
+                cin = 4 * width
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        y = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
 class _Inverted(nn.Module):
     """MobileNetV2's inverted residual: 1x1 expand, 3x3 depthwise, 1x1 project."""
 
@@ -126,13 +162,14 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderBlock(nn.Module):
-    """A GPT-2 style block: pre-LayerNorm causal attention and a GELU MLP, with residuals."""
+    """A pre-LayerNorm block: attention and a GELU MLP, with residuals. GPT-2's is causal with
+    tanh GELU; ViT's encoder block is neither."""
 
-    def __init__(self, width: int = 768, heads: int = 12, length: int = 128):
+    def __init__(self, width: int = 768, heads: int = 12, length: int = 128, causal: bool = True, gelu: str = "tanh"):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.attention = _Attention(width, heads, True, length)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"), nn.Linear(4 * width, width))
+        self.attention = _Attention(width, heads, causal, length)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate=gelu), nn.Linear(4 * width, width))
 
     def forward(self, x):
         x = x + self.attention(self.norm1(x))
@@ -157,6 +194,11 @@ def resnet18():
     return _seeded(ResNet18), (torch.randn(1, 3, 224, 224),)
 
 
+def resnet50():
+    """ResNet-50, 224x224 RGB."""
+    return _seeded(ResNet50), (torch.randn(1, 3, 224, 224),)
+
+
 def mobilenet_v2():
     """MobileNetV2, 224x224 RGB."""
     return _seeded(MobileNetV2), (torch.randn(1, 3, 224, 224),)
@@ -172,6 +214,11 @@ def gpt_block():
     return _seeded(DecoderBlock), (torch.randn(1, 128, 768),)
 
 
+def vit_block():
+    """One ViT-B/16 encoder block: 196 patches and the class token (sequence 197), width 768."""
+    return _seeded(lambda: DecoderBlock(768, 12, 197, causal=False, gelu="none")), (torch.randn(1, 197, 768),)
+
+
 def conv_block():
     """A tiny conv block on 8x8 images (tests, quick start)."""
     return _seeded(ConvBlock), (torch.randn(1, 3, 8, 8),)
@@ -182,4 +229,5 @@ def tiny_transformer():
     return _seeded(lambda: EncoderLayer(32, 2, 64, 8)), (torch.randn(1, 8, 32),)
 
 
-ZOO = {f.__name__: f for f in (resnet18, mobilenet_v2, bert_layer, gpt_block, conv_block, tiny_transformer)}
+ZOO = {f.__name__: f for f in (resnet18, resnet50, mobilenet_v2, bert_layer, gpt_block, vit_block, conv_block,
+                               tiny_transformer)}

@@ -1,0 +1,86 @@
+"""PyTorch's own kernels inside a TVM build: the vendor floor of a model.
+
+`dispatch_to_torch` rewrites a Relax module before lowering so that every operation PyTorch
+implements with a vendor library here (2-D convolutions in NCHW/OIHW with symmetric padding:
+oneDNN; matmul and batched matmul: MKL/oneDNN) becomes a call of a packed function that runs
+torch's operator on DLPack views of TVM's tensors and hands torch's output back to TVM, no copy
+either way. What followed the operation (bias, batch norm arithmetic, activation, residual add)
+fuses into TVM kernels of its own, tuned like any other. The functions are registered in the
+process by `register()`; a built model that calls them needs torch and that registration at
+run time (`tensortune.load` does it when model.json says so).
+
+Outputs come back contiguous: torch's CPU allocator aligns to 64 bytes, the alignment TVM's
+kernels assume.
+"""
+from __future__ import annotations
+
+PREFIX = "tensortune.torch."
+CONV2D = PREFIX + "conv2d"
+MATMUL = PREFIX + "matmul"
+
+
+def register() -> None:
+    """Make the packed functions callable from TVM's runtime in this process (idempotent)."""
+    import torch
+    import tvm
+
+    def conv2d(x, w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups):
+        out = torch.nn.functional.conv2d(torch.from_dlpack(x), torch.from_dlpack(w), None, (stride_h, stride_w),
+                                         (pad_h, pad_w), (dilation_h, dilation_w), groups)
+        return out.contiguous()
+
+    def matmul(a, b):
+        return torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b)).contiguous()
+
+    tvm.register_global_func(CONV2D, conv2d, override=True)
+    tvm.register_global_func(MATMUL, matmul, override=True)
+
+
+def dispatch_to_torch(mod) -> tuple[object, int]:
+    """(the module with each operation torch implements as a call into torch, how many)."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    replaced_ops: list[str] = []
+
+    @mutator
+    class ToTorch(PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            replaced = _torch_call(call)
+            if replaced is None:
+                return call
+            replaced_ops.append(call.op.name)
+            return replaced
+
+    rewriter = ToTorch(mod)
+    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    for gv, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            out[gv] = rewriter.visit_expr(func)
+    return out, len(replaced_ops)
+
+
+def _torch_call(call):
+    """The torch call that computes `call`, or None where torch's operator is not the same."""
+    import tvm
+    from tvm import relax
+
+    if not isinstance(call.op, tvm.ir.Op) or not _float32(call):
+        return None
+    if call.op.name == "relax.matmul" and all(_float32(a) for a in call.args):
+        return relax.call_pure_packed(MATMUL, call.args[0], call.args[1], ty_args=call.ty)
+    if call.op.name == "relax.nn.conv2d":
+        a = call.attrs
+        top, left, bottom, right = (int(p) for p in a.padding)
+        if (top, left) != (bottom, right) or (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "OIHW", "NCHW"):
+            return None
+        ints = [*map(int, a.strides), top, left, *map(int, a.dilation), int(a.groups)]
+        return relax.call_pure_packed(CONV2D, call.args[0], call.args[1], *map(relax.prim_value, ints),
+                                      ty_args=call.ty)
+    return None
+
+
+def _float32(expr) -> bool:
+    return getattr(expr.ty, "dtype", None) == "float32"

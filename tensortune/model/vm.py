@@ -1,0 +1,42 @@
+"""A built model run in TVM's Relax VM: its outputs, and its seconds per call."""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from ..measure.runner import device_of, time_on_cpu
+from ..target import Target
+
+REPEATS = 7  # warm repeats of a whole model, each lasting at least MIN_REPEAT_S
+MIN_REPEAT_S = 0.05
+
+
+def run(executable, inputs: list[np.ndarray], kind: str = "llvm") -> list[np.ndarray]:
+    """The built model's outputs for `inputs`, run on the target kind's device."""
+    out = run_on(executable, inputs, kind)()
+    return [o.numpy() for o in (out if not hasattr(out, "numpy") else [out])]
+
+
+def run_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
+    """A call that runs the built model once on `inputs`, copied to the device once, and
+    returns when the device has finished (for timing)."""
+    import tvm
+    from tvm import relax
+
+    dev = device_of(kind)
+    main = relax.VirtualMachine(executable, dev)["main"]
+    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+
+    def call():
+        out = main(*args)
+        dev.sync()
+        return out
+
+    return call
+
+
+def vm_seconds(executable, inputs, target: Target) -> float:
+    """Seconds per call of a built model in TVM's VM, inputs resident on its device."""
+    call = run_on(executable, inputs, target.spec["kind"])
+    return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
