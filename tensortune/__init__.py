@@ -4,9 +4,10 @@ The public API (imported lazily: `import tensortune` does not load TVM):
 
 - `get_workload(name, shape)`, `workload(...)`: operators (see README, "Your own operator").
 - `tune(workload, target, db, TuneConfig, MeasureConfig)`: tune one operator.
-- `load_factory(spec)`, `import_model(name, module, example_inputs, target_spec)`: a PyTorch
-  model's kernels as tasks; `tune_model(...)`: one budget across them; `build_model(...)`,
-  `export_model(...)`: the tuned model, checked against torch.
+- `load_factory(spec)`, `import_model(name, module, example_inputs, target_spec, torch_ops)`: a
+  PyTorch model's kernels as tasks (with `torch_ops`, also those of its build calling torch's
+  convolution and matmul); `tune_model(...)`: one budget across them; `build_model(...)`,
+  `export_model(...)`: the tuned model, checked against torch, the faster build kept.
 - `load(folder)`: a tuned model or exported kernel as a callable on torch tensors.
 - `Workbench(db, target, MeasureConfig, Budget)`: tuning driven from outside (an agent): tasks
   described, schedules (knob points, traces, Python) measured by `tune`'s round within

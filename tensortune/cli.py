@@ -165,7 +165,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
         except KeyboardInterrupt:
             err.print("interrupted: every finished round is stored; building the best-so-far model")
             summary = None
-    built = build_model(imported, tgt, database)
+    built = build_model(imported, tgt, database, progress=lambda line: as_json or err.print(line, highlight=False))
     paths = export_model(built, tgt, Path(out_dir), database) if out_dir else []
     if summary is None:
         out.print("wrote " + ", ".join(map(str, paths)) if paths else "run the same command again to resume")

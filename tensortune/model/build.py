@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -19,8 +20,9 @@ from ..measure.runner import verify
 from ..space import make_space, stored_space
 from ..space.default import DefaultSpace
 from ..target import Target, tvm_target
-from .importer import ImportedModel
 from .defaults import stored_default
+from .importer import ImportedModel, torch_build
+from .torch_ops import dispatch_to_torch, register
 from .vm import run, vm_seconds
 
 
@@ -69,10 +71,12 @@ def best_schedules(model: ImportedModel, target: Target, db: Database) -> dict[s
     return out
 
 
-def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 1) -> BuiltModel:
+def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 1,
+                progress: Callable[[str], None] = lambda _: None) -> BuiltModel:
     """Build with the best schedules; check against torch; fall back where a kernel is wrong.
     Where the model also has a build that calls torch (`with_torch_ops`), both are built and
-    checked, timed end to end on the same inputs, and the faster is kept."""
+    checked, timed end to end on the same inputs, and the faster is kept; if that is the one
+    calling torch, a few of its operations are tried back in TVM (_back_to_tvm)."""
     built = _build_best(model, target, db, seed)
     if model.with_torch_ops is None:
         return built
@@ -83,13 +87,41 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
         return built
     inputs, _ = fresh_case(model, seed + 1)
     timed = {"tvm": vm_seconds(built.executable, inputs, target), "torch ops": vm_seconds(other.executable, inputs, target)}
-    chosen = other if timed["torch ops"] < timed["tvm"] else built
+    if timed["tvm"] <= timed["torch ops"]:
+        return BuiltModel(model, built.executable, built.tuned, built.fell_back, built.error, built.model, timed)
+    chosen, seconds = _back_to_tvm(model, target, db, seed, other, timed["torch ops"], inputs, progress)
+    if chosen is not other:
+        timed["mixed"] = seconds
     return BuiltModel(model, chosen.executable, chosen.tuned, chosen.fell_back, chosen.error, chosen.model, timed)
 
 
-def _build_best(model: ImportedModel, target: Target, db: Database, seed: int) -> BuiltModel:
-    from .torch_ops import register
+MIX_TRIES = 8  # operations tried back in TVM, the smallest first
+MIX_MARGIN = 0.02  # kept there only where the model gets faster by more than this share (timing noise)
 
+
+def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, best: BuiltModel, best_s: float,
+                 inputs, progress: Callable[[str], None]) -> tuple[BuiltModel, float]:
+    """Per operation, greedily: the smallest operations the kept build calls torch for (by
+    FLOPs: where torch's call and the unfused epilogue cost most relative to the work) are put
+    back in TVM one at a time, fused as in the all-TVM build (with its tuned schedules where
+    the kernel is the same), and left there where the model is faster end to end."""
+    _, met = dispatch_to_torch(model.source)
+    for tried, (index, _) in enumerate(sorted(met, key=lambda site: site[1])[:MIX_TRIES]):
+        candidate = torch_build(model, target.spec, best.build.kept_in_tvm | {index})
+        if candidate is None:  # every operation back in TVM: the all-TVM build, already timed
+            continue
+        progress(f"operation {index} back in TVM ({tried + 1} of {min(MIX_TRIES, len(met))})")
+        try:
+            trial = _build_best(candidate, target, db, seed)
+        except UserError:  # a kernel of this build fails its check: the operation stays in torch
+            continue
+        seconds = vm_seconds(trial.executable, inputs, target)
+        if seconds < best_s * (1 - MIX_MARGIN):
+            best, best_s = trial, seconds
+    return best, best_s
+
+
+def _build_best(model: ImportedModel, target: Target, db: Database, seed: int) -> BuiltModel:
     if model.torch_ops:
         register()  # the built model calls them when it is checked
     chosen = best_schedules(model, target, db)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..workloads.kernel import KernelWorkload
+from .torch_ops import dispatch_to_torch
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class ImportedModel:
     mod: object  # the lowered and fused Relax IRModule
     kernels: list[ModelKernel]
     torch_ops: int = 0  # operations this build calls torch for (model.torch_ops), the rest in TVM's kernels
+    source: object = None  # the Relax module before lowering, from which other builds are made
+    kept_in_tvm: frozenset[int] = frozenset()  # operations torch could take that this build leaves in TVM
     # the same model with every operation torch implements called in torch (its kernels: what
     # remains around them), built too and kept where it is faster end to end; None if not made
     with_torch_ops: "ImportedModel | None" = None
@@ -108,17 +111,23 @@ def import_model(name: str, module, example_inputs: tuple, target_spec: dict, to
     """Export, convert, lower and fuse; a model that cannot make the way is a UserError that
     names the step and the cause. With `torch_ops` (CPU targets), also the build that calls
     torch for the operations it implements (model.torch_ops), where the model has any."""
-    from .torch_ops import dispatch_to_torch
-
     relax_mod = to_relax(name, module, example_inputs)
     mod = lower_and_fuse(relax_mod, target_spec)
-    model = ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod))
+    model = ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod), source=relax_mod)
     if torch_ops and target_spec["kind"] == "llvm":
-        dispatched, count = dispatch_to_torch(relax_mod)
-        if count:
-            other = lower_and_fuse(dispatched, target_spec)
-            model.with_torch_ops = ImportedModel(name, module, model.example_inputs, other, _kernels(other), count)
+        model.with_torch_ops = torch_build(model, target_spec)
     return model
+
+
+def torch_build(model: ImportedModel, target_spec: dict, keep: frozenset[int] = frozenset()) -> ImportedModel | None:
+    """The model calling torch for each operation torch implements but those numbered in
+    `keep` (model.torch_ops.dispatch_to_torch), lowered and fused; None if that is none."""
+    dispatched, met = dispatch_to_torch(model.source, keep)
+    count = len(met) - len(keep)
+    if not count:
+        return None
+    mod = lower_and_fuse(dispatched, target_spec)
+    return ImportedModel(model.name, model.module, model.example_inputs, mod, _kernels(mod), count, model.source, keep)
 
 
 def to_relax(name: str, module, example_inputs: tuple):

@@ -14,13 +14,16 @@ kernels assume.
 """
 from __future__ import annotations
 
+import math
+
 PREFIX = "tensortune.torch."
 CONV2D = PREFIX + "conv2d"
 MATMUL = PREFIX + "matmul"
 
 
-def register() -> None:
-    """Make the packed functions callable from TVM's runtime in this process (idempotent)."""
+def register(again: bool = False) -> None:
+    """Make the packed functions callable from TVM's runtime in this process, unless they are
+    already (`again`: replace what is registered under their names)."""
     import torch
     import tvm
 
@@ -32,17 +35,20 @@ def register() -> None:
     def matmul(a, b):
         return torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b)).contiguous()
 
-    tvm.register_global_func(CONV2D, conv2d, override=True)
-    tvm.register_global_func(MATMUL, matmul, override=True)
+    for name, func in ((CONV2D, conv2d), (MATMUL, matmul)):
+        if again or tvm.get_global_func(name, allow_missing=True) is None:
+            tvm.register_global_func(name, func, override=True)
 
 
-def dispatch_to_torch(mod) -> tuple[object, int]:
-    """(the module with each operation torch implements as a call into torch, how many)."""
+def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, list[tuple[int, int]]]:
+    """The module with each operation torch implements as a call into torch, but those whose
+    number is in `keep` (operations are numbered in the order the rewrite meets them, the same
+    every time), and the (number, FLOPs) of each operation that torch could take."""
     import tvm
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
-    replaced_ops: list[str] = []
+    met: list[tuple[int, int]] = []
 
     @mutator
     class ToTorch(PyExprMutator):
@@ -51,15 +57,23 @@ def dispatch_to_torch(mod) -> tuple[object, int]:
             replaced = _torch_call(call)
             if replaced is None:
                 return call
-            replaced_ops.append(call.op.name)
-            return replaced
+            met.append((len(met), _flops(call)))
+            return call if met[-1][0] in keep else replaced
 
     rewriter = ToTorch(mod)
     out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gv, func in mod.functions.items():
         if isinstance(func, relax.Function):
             out[gv] = rewriter.visit_expr(func)
-    return out, len(replaced_ops)
+    return out, met
+
+
+def _flops(call) -> int:
+    """2 x output elements x reduction length of a convolution or matmul."""
+    out = math.prod(int(d) for d in call.ty.shape)
+    weight = [int(d) for d in call.args[1].ty.shape]
+    reduction = math.prod(weight[1:]) if call.op.name == "relax.nn.conv2d" else weight[-2]
+    return 2 * out * reduction
 
 
 def _torch_call(call):
