@@ -8,7 +8,7 @@ back to its default in turn; it is named in the result and stays at its default.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -88,11 +88,11 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
     inputs, _ = fresh_case(model, seed + 1)
     timed = {"tvm": vm_seconds(built.executable, inputs, target), "torch ops": vm_seconds(other.executable, inputs, target)}
     if timed["tvm"] <= timed["torch ops"]:
-        return BuiltModel(model, built.executable, built.tuned, built.fell_back, built.error, built.model, timed)
+        return replace(built, timed=timed)
     chosen, seconds = _back_to_tvm(model, target, db, seed, other, timed["torch ops"], inputs, progress)
     if chosen is not other:
         timed["mixed"] = seconds
-    return BuiltModel(model, chosen.executable, chosen.tuned, chosen.fell_back, chosen.error, chosen.model, timed)
+    return replace(chosen, model=model, build=chosen.model, timed=timed)
 
 
 MIX_TRIES = 8  # operations tried back in TVM, the smallest first
