@@ -71,13 +71,19 @@ def get_task(name: str) -> CorpusTask:
     return by_name[name]
 
 
-def workload_of(task: CorpusTask, target_spec: dict):
+def resolve(text: str, target_spec: dict):
+    """The workload 'MODEL:KERNEL' (a zoo model's kernel, by its function name), 'PRESET' or
+    'FAMILY:SHAPE' names."""
+    from tensortune.model.zoo import ZOO
     from tensortune.workloads import get_workload
 
-    source, _, detail = task.workload.partition(":")
-    if task.space == "sketch":
-        return _model_kernels(source, json.dumps(target_spec, sort_keys=True))[detail]
-    return get_workload(source, detail or None)
+    source, _, detail = text.partition(":")
+    if source not in ZOO:
+        return get_workload(source, detail or None)
+    kernels = _model_kernels(source, json.dumps(target_spec, sort_keys=True))
+    if detail not in kernels:
+        raise SystemExit(f"error: {source} has no kernel '{detail}'; its kernels: {', '.join(kernels)}")
+    return kernels[detail]
 
 
 @lru_cache(maxsize=None)
@@ -90,7 +96,7 @@ def _model_kernels(model: str, target_json: str) -> dict:
 
 
 def space_of(task: CorpusTask, target_spec: dict):
-    return make_space(task.space, workload_of(task, target_spec), target_spec)
+    return make_space(task.space, resolve(task.workload, target_spec), target_spec)
 
 
 @dataclass

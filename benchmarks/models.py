@@ -6,8 +6,10 @@ Run alone on the machine (any other process distorts timings):
         [--no-metaschedule] [--out benchmarks/results/models.txt]
 
 Every variant runs with the same thread count: TVM's pool through TVM_NUM_THREADS (set before
-TVM starts), torch through set_num_threads in a child process of its own (importing TVM pins
-the calling thread to one core). Latencies are medians of warm repeats of at least 50 ms.
+TVM starts), torch through set_num_threads, each torch mode in a child process of its own (no
+mode warms or compiles for another; tvm-notes says importing TVM pins the calling thread, which
+was not seen here, but a child costs nothing). Latencies are medians of warm repeats of at least
+50 ms.
 The total trial budget is trials-per-task x the model's tunable kernels, for both tuners.
 """
 from __future__ import annotations
@@ -15,13 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+
+from provenance import header
 
 THREADS = len(os.sched_getaffinity(0))
 os.environ["TVM_NUM_THREADS"] = str(THREADS)
@@ -132,19 +134,13 @@ def bench(name: str, args) -> dict:
 
 
 def table(rows: list[dict], args) -> str:
-    from tensortune.target import cpu_model
-
     def ms(x):
         return f"{x * 1e3:9.3f}" if isinstance(x, float) else f"{'-':>9}"
 
     def ratio(a, b):
         return f"{a / b:7.2f}x" if isinstance(a, float) and isinstance(b, float) else f"{'-':>8}"
 
-    revision = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    lines = [f"models.py: {' '.join(sys.argv[1:])} (code {revision})", f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
-             f"machine {cpu_model()} ({THREADS} threads for every variant), python {platform.python_version()}",
-             f"budget: {args.trials_per_task} trials per tunable kernel for tensortune and MetaSchedule; space {args.space}",
+    lines = [*header(THREADS), f"budget: {args.trials_per_task} trials per tunable kernel for tensortune and MetaSchedule; space {args.space}",
              "latency ms (median, warm); ratios: how many times faster ours is than the column; torch ops: operations "
              "the kept build calls torch for / those it could (convolutions, matmuls); every activation in NCHW, "
              "no Winograd (not built yet)", "",

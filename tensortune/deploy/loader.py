@@ -73,8 +73,10 @@ class TunedModel:
 
         self.device = _device(self.meta)
         if self.meta.get("torch_ops"):  # the build calls torch's operators by name
+            from ..measure.cores import share_with_torch
             from ..model.torch_ops import register
 
+            share_with_torch()  # as it was timed when chosen (model/vm.py)
             register()
         self._vm = relax.VirtualMachine(tvm.runtime.load_module(str(folder / "model.so")), device_of(self.device))
         self._main = self._vm["main"]

@@ -31,7 +31,8 @@ class Measurer:
         # (the final re-timing of the best, a re-check) is not compiled again
         self.built: dict[tuple, tuple[str, float]] = {}  # (workload, space, point) -> (path, build seconds)
         self.builders = WorkerPool(config.build_workers, tasks.build)
-        self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads)}, self_timed=True)
+        self.runner = WorkerPool(1, tasks.run, env={"TVM_NUM_THREADS": str(config.threads), cores.SPIN: cores.KERNEL_SPIN},
+                                 self_timed=True)
 
     def measure(self, space, points: list[Point], cutoff_s: float = float("inf"),
                 final: bool = False) -> list[Result]:

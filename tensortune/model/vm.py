@@ -5,6 +5,7 @@ import statistics
 
 import numpy as np
 
+from ..measure.cores import share_with_torch
 from ..measure.runner import device_of, time_on_cpu
 from ..target import Target
 
@@ -24,6 +25,7 @@ def run_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
     import tvm
     from tvm import relax
 
+    share_with_torch()  # both builds timed alike: one of them may call torch
     dev = device_of(kind)
     main = relax.VirtualMachine(executable, dev)["main"]
     args = [tvm.runtime.tensor(a, dev) for a in inputs]

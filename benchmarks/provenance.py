@@ -1,0 +1,25 @@
+"""Where a benchmark's figures came from: the command, date, machine and code revision, as the
+first lines of every results file (absolute times drift between machines; this says which)."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+
+def revision() -> str:
+    """The checkout's commit, '-dirty' when tracked files differ from it."""
+    return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
+
+
+def header(threads: int) -> list[str]:
+    """Two lines: the command as run with its revision; the date, machine and threads."""
+    from tensortune.target import cpu_model
+
+    script = os.path.basename(sys.argv[0])
+    return [f"{script}: {' '.join(sys.argv[1:])} (code {revision()})",
+            f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {cpu_model()} "
+            f"({threads} threads for every variant), python {platform.python_version()}"]
