@@ -176,6 +176,19 @@ def test_tune_model_from_the_command_line_then_show(tmp_path):
     assert f"torch eager {timing['eager_s'] * 1e3:.3f} ms" in shown.stdout and "last timed 20" in shown.stdout
 
 
+def test_transcendental_functions_become_vectorisable_approximations():
+    """erf (GELU), tanh (GELU's tanh form) and exp (softmax) become TOPI's polynomial versions:
+    no kernel calls the C library's scalar functions, and the model still matches torch."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.GELU(approximate="tanh"),
+                                 torch.nn.Softmax(-1)).eval()
+    target = make_target("cpu", 2)
+    model = import_model("fast_math", module, (torch.randn(4, 16),), target.spec)
+    scripts = "".join(k.workload.prim_func().script() for k in model.kernels)
+    assert not any(f"T.{name}(" in scripts for name in ("erf", "tanh", "exp"))
+    assert build_model(model, target, Database(":memory:")).error <= 1e-5
+
+
 class SlowEager(torch.nn.Module):
     """A test double: the model with 20 ms of Python in its forward, which torch.export does
     not capture, so only torch eager pays it."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..workloads.kernel import KernelWorkload
+from .fast_math import fast_math
 from .torch_ops import dispatch_to_torch
 
 
@@ -157,7 +158,7 @@ def to_relax(name: str, module, example_inputs: tuple):
 
 def lower_and_fuse(mod, target_spec: dict):
     """TVM's lowering to TensorIR and fusion for the target (the passes tvm.compile runs),
-    leaving every kernel unscheduled: for a GPU, TVM's own legalisation would also give each
+    after fast math (model/fast_math.py), leaving every kernel unscheduled: for a GPU, TVM's own legalisation would also give each
     kernel its default schedule (DLight), and a scheduled kernel is no longer a search space."""
     import tvm
     from tvm import relax
@@ -165,7 +166,7 @@ def lower_and_fuse(mod, target_spec: dict):
     target = tvm.target.Target(target_spec)
     passes = [*relax.pipeline.library_dispatch_passes(target), *relax.backend.cpu_generic.pipeline.legalize_passes(target)]
     with target:
-        return tvm.transform.Sequential(passes)(mod)
+        return tvm.transform.Sequential(passes)(fast_math(mod))
 
 
 def _kernels(mod) -> list[ModelKernel]:
