@@ -85,7 +85,8 @@ def test_a_corrupt_database_is_refused_and_left_intact(tmp_path):
 
 
 @pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
-def test_tune_show_export_end_to_end(tmp_path):
+def test_tune_show_export_end_to_end(tmp_path, in_process_cli):
+    """The tune as a user runs it; show and export in this process (TVM already imported)."""
     db = str(tmp_path / "t.db")
     done = cli("tune", "gemm", "--shape", "M=24,N=32,K=20", "--trials", "12", "--batch", "6", "--seed", "3",
                "--db", db, "--json")
@@ -96,12 +97,12 @@ def test_tune_show_export_end_to_end(tmp_path):
     assert summary["speedup_over_naive"] == pytest.approx(summary["ms"]["naive"] / summary["ms"]["tuned"])
     assert summary["vendor_threads"]["openblas"] == summary["threads"]
 
-    shown = cli("show", "gemm", "--shape", "24,32,20", "--db", db)
-    assert shown.returncode == 0 and "12 trials" in shown.stdout and "best" in shown.stdout
+    code, shown, _ = in_process_cli("show", "gemm", "--shape", "24,32,20", "--db", db)
+    assert code == 0 and "12 trials" in shown and "best" in shown
 
     out = tmp_path / "export"
-    exported = cli("export", "gemm", "--shape", "24,32,20", "--db", db, "--out", str(out))
-    assert exported.returncode == 0, exported.stderr
+    code, _, stderr = in_process_cli("export", "gemm", "--shape", "24,32,20", "--db", db, "--out", str(out))
+    assert code == 0, stderr
     record = json.loads((out / "record.json").read_text())
     assert record["workload"].startswith("gemm(M=24,N=32,K=20)#") and "T.prim_func" in (out / "kernel.py").read_text()
     _check_exported_library(out / "kernel.so")

@@ -161,7 +161,7 @@ def test_a_model_that_cannot_come_in_is_one_line_and_exit_2(factory, message, tm
 
 
 @pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
-def test_tune_model_from_the_command_line_then_show(tmp_path):
+def test_tune_model_from_the_command_line_then_show(tmp_path, in_process_cli):
     done = cli("tune-model", "conv_block", "--trials", "4", "--batch", "4", "--space", "cpu-template", "--db", "t.db",
                "--out", "tuned", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -171,9 +171,9 @@ def test_tune_model_from_the_command_line_then_show(tmp_path):
     assert (tmp_path / "tuned" / "model.so").is_file()
     timing = summary["end_to_end"]
     assert timing["threads"] == 2 and timing["tuned_vs_eager"] == timing["eager_s"] / timing["tuned_s"]
-    shown = cli("show", "conv_block", "--db", "t.db", cwd=tmp_path)
-    assert shown.returncode == 0 and "5 kernels" in shown.stdout and "4 trials" in shown.stdout, shown.stderr
-    assert f"torch eager {timing['eager_s'] * 1e3:.3f} ms" in shown.stdout and "last timed 20" in shown.stdout
+    code, shown, stderr = in_process_cli("show", "conv_block", "--db", "t.db", cwd=tmp_path)
+    assert code == 0 and "5 kernels" in shown and "4 trials" in shown, stderr
+    assert f"torch eager {timing['eager_s'] * 1e3:.3f} ms" in shown and "last timed 20" in shown
 
 
 def test_transcendental_functions_become_vectorisable_approximations():
