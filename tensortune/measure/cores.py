@@ -34,8 +34,7 @@ def turn(alone: bool):
 def share_with_torch() -> None:
     """Let TVM's pool threads sleep as soon as a kernel is done, in a process that runs whole
     models. By default they poll 300,000 times first; in a model that also calls torch's
-    operators they then take the cores from torch's threads (bert_layer on 2 cores: its build
-    calling torch at 20.0 ms polling, 10.0 ms not; the all-TVM build 3% slower not polling).
-    TVM reads the setting once, when its pool first runs: call this before any kernel runs in
+    operators they then take the cores from torch's threads, and the build calling torch loses
+    the end-to-end comparison it would otherwise win. TVM reads the setting once, when its pool first runs: call this before any kernel runs in
     the process. A user's own setting stays."""
     os.environ.setdefault(SPIN, "0")

@@ -157,9 +157,10 @@ def to_relax(name: str, module, example_inputs: tuple):
 
 
 def lower_and_fuse(mod, target_spec: dict):
-    """TVM's lowering to TensorIR and fusion for the target (the passes tvm.compile runs),
-    after fast math (model/fast_math.py), leaving every kernel unscheduled: for a GPU, TVM's own legalisation would also give each
-    kernel its default schedule (DLight), and a scheduled kernel is no longer a search space."""
+    """Fast math (model/fast_math.py), then TVM's lowering to TensorIR and fusion for the
+    target (the passes tvm.compile runs), leaving every kernel unscheduled: for a GPU, TVM's own
+    legalisation would also give each kernel its default schedule (DLight), and a scheduled
+    kernel is no longer a search space."""
     import tvm
     from tvm import relax
 
