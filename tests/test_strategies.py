@@ -9,6 +9,7 @@ import pytest
 
 from tensortune.measure.result import Result
 from tensortune.search import REPLAYABLE, make_strategy
+from tensortune.search.inner_search import evolve
 from tensortune.search.bo import log_expected_improvement, log_probability_feasible, screen
 from tensortune.space import make_space
 from tensortune.points import point_key
@@ -154,3 +155,22 @@ def test_a_strategy_told_failures_only_still_proposes(space):
     points = strategy.ask(8)
     strategy.tell(points, [Result("build_error", "x")] * 8)
     assert len(strategy.ask(8)) == 8
+
+
+def test_the_inner_search_climbs_its_score_skips_the_excluded_and_reproduces(space):
+    """evolve() on a cheap score (the synthetic objective, as a model's prediction would be):
+    its best beats the best of as many random points, nothing excluded comes back, and the
+    same seed gives the same ranking."""
+    def score(points):
+        return [-synthetic_result(p).latency for p in points]
+
+    rng = random.Random(3)
+    excluded = [space.sample(rng, checked=False) for _ in range(20)]
+    exclude = {point_key(p) for p in excluded}
+    found = evolve(space, score, excluded[:4], random.Random(5), population=64, generations=4, exclude=exclude)
+    again = evolve(space, score, excluded[:4], random.Random(5), population=64, generations=4, exclude=exclude)
+    randoms = [space.sample(random.Random(100 + i), checked=False) for i in range(64)]
+    assert [point_key(p) for p in found] == [point_key(p) for p in again]
+    assert not {point_key(p) for p in found} & exclude
+    assert score(found[:1])[0] > max(score(randoms))
+    assert score(found) == sorted(score(found), reverse=True)

@@ -35,6 +35,9 @@ class FeatureExtractor:
         import tvm
         from tvm.s_tir import meta_schedule as ms
 
+        from ..target import load_intrinsics
+
+        load_intrinsics(target_kind(space))  # else the TuneContext below imports every target's (30 s)
         self.space = space
         func = space.workload.prim_func()
         self.extractor = ms.feature_extractor.PerStoreFeature()

@@ -37,7 +37,7 @@ class ClassifierGuided(Strategy):
         scores = self._scores(pool) if pool else None
         if scores is None:
             return super().ask(n)
-        chosen = self._diverse(pool, scores, n)
+        chosen = diverse(self.space, pool, scores, n, self.seen, self.distinct)
         return chosen + (super().ask(n - len(chosen)) if len(chosen) < n else [])  # a pool short of valid points
 
     def _ready(self) -> bool:
@@ -58,7 +58,7 @@ class ClassifierGuided(Strategy):
         """Unmeasured candidates: mostly local moves around the best, some random ones (all
         random before a correct point is known). They are not checked for validity here
         (applying a schedule costs milliseconds): only those about to be taken are (see
-        _diverse)."""
+        diverse)."""
         best = [p for p, _ in self.ranked(with_prior=True)[: self.parents]]
         pool: dict[str, Point] = {}
         for _ in range(self.pool):
@@ -89,22 +89,22 @@ class ClassifierGuided(Strategy):
 
         return np.array([self.space.encode(p) for p in points], dtype=np.float32)
 
-    def _diverse(self, pool: list[Point], scores: list[float], n: int) -> list[Point]:
-        """The n best-scored valid candidates, skipping one that differs from a taken one
-        in fewer than `distinct` knobs while others remain. An invalid one is never asked for."""
-        order = [pool[i] for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
-        chosen: list[Point] = []
-        for near_ok in (False, True):  # first diverse ones, then any
-            for point in order:
-                if len(chosen) == n:
-                    return chosen
-                if point_key(point) in self.seen or not (near_ok or all(
-                        _differing(point, c) >= self.distinct for c in chosen)):
-                    continue
-                self.seen.add(point_key(point))  # taken, or invalid: not proposed again either way
-                if self.space.check(point) is None:
-                    chosen.append(point)
-        return chosen
+def diverse(space, pool: list[Point], scores: list[float], n: int, seen: set[str], distinct: int) -> list[Point]:
+    """The n best-scored valid candidates, skipping one that differs from a taken one in
+    fewer than `distinct` knobs while others remain. Each candidate looked at joins `seen`:
+    taken, or invalid, it is not proposed again either way."""
+    order = [pool[i] for i in sorted(range(len(pool)), key=lambda i: -scores[i])]
+    chosen: list[Point] = []
+    for near_ok in (False, True):  # first diverse ones, then any
+        for point in order:
+            if len(chosen) == n:
+                return chosen
+            if point_key(point) in seen or not (near_ok or all(_differing(point, c) >= distinct for c in chosen)):
+                continue
+            seen.add(point_key(point))
+            if space.check(point) is None:
+                chosen.append(point)
+    return chosen
 
 
 def _labels(known: list, quantile: float) -> list[int]:

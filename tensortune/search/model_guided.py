@@ -1,32 +1,53 @@
-"""Cost-model-guided search: a ranking model that has seen other tasks screens candidates
-before any is built.
+"""Cost-model-guided search: MetaSchedule's evolutionary search on a cost model, inside our loop.
 
-The model (costmodel.CostModel) scores MetaSchedule's per-store features of the scheduled
-kernel, which mean the same in every task, so it ranks a new task's candidates from its
-first batch on; the packaged pretrained model for the target kind is used unless another is
-given. From the task's own measurements a copy is fine-tuned before each batch (a few trees
-more), so the model learns where this task departs from the ones it was trained on. Without
-any pretrained model it learns from the task's own measurements alone, once `warmup` are
-known. Candidates come as in `lfbo` (mutants and crossovers of the best, and samples) and the
-batch takes the best-scored ones, kept diverse.
+The cost model (costmodel.CostModel) scores MetaSchedule's per-store features of the
+scheduled kernel, which mean the same in every task, so it ranks a new task's candidates
+from its first batch on; the packaged pretrained model for the target kind is used unless
+another is given, and before each batch a copy is fine-tuned on the task's own measurements.
+Without any pretrained model it learns from the task alone, once `warmup` are measured; so
+it does, too, once the pretrained model ranks the task's own measurements no better than
+chance (a prior that misleads is set aside, not fine-tuned against).
+
+Scoring a point by its features costs an apply and an extraction (5-13 ms in the sketch
+space), too dear for the thousands of candidates MetaSchedule looks at per round. So each
+batch:
+1. every point whose features are known is scored by the fine-tuned model, and a cheap
+   surrogate (gradient-boosted trees on the space's encoding, microseconds a point) learns
+   those scores: the cost model distilled into the knobs;
+2. an evolutionary search on the surrogate (inner_search.evolve: `population` points for
+   `generations` generations, started from the best measured and the model's own favourites)
+   looks at thousands of candidates;
+3. its best unseen ones (`screen` per point asked) get their features and the cost model's own score;
+4. the batch takes the best-scored known candidates, kept diverse, and an `epsilon` share of
+   random points (MetaSchedule's epsilon-greedy: a misleading model cannot keep the search
+   from ever seeing where it is wrong).
 """
 from __future__ import annotations
-
-from dataclasses import replace
 
 import numpy as np
 
 from ..costmodel import CostModel, FeatureExtractor, pretrained, relevance, target_kind
 from ..points import Point, point_key
-from .lfbo import ClassifierGuided
+from .base import Option, Strategy
+from .inner_search import evolve
+from .lfbo import diverse
+
+TRUST_RHO = 0.1  # below this rank correlation with the task's measurements, the base model is set aside
+FIRST_SHORTLIST = 2  # times the shortlist, random points scored before the first batch: the surrogate's first lesson
 
 
-class ModelGuided(ClassifierGuided):
-    """`--strategy model`: batches ranked by a cost model that transfers across tasks."""
+class ModelGuided(Strategy):
+    """`--strategy model`: evolutionary search on a cost model that transfers across tasks."""
 
     name = "model"
-    # each candidate of the pool is scheduled and its features extracted (5-10 ms): a smaller one
-    options = tuple(replace(o, default=160) if o.name == "pool" else o for o in ClassifierGuided.options)
+    requires = ("xgboost",)
+    options = (Option("warmup", 16, "random points before a model without pretraining takes over"),
+               Option("parents", 16, "best measured points (and as many model favourites) the inner search starts from", low=1),
+               Option("population", 512, "candidates per generation of the inner search", low=1),
+               Option("generations", 4, "generations of the inner search per batch", low=1),
+               Option("screen", 4, "inner-search winners scored by the cost model from their features, per point asked", low=1),
+               Option("epsilon", 0.1, "share of each batch drawn at random", low=0, high=1),
+               Option("distinct", 2, "knobs in which two points of one batch should differ"))
 
     def __init__(self, space, seed: int = 0, cost_model: CostModel | None | str = "pretrained", **options):
         """`cost_model`: the base model; by default the packaged one for the space's target
@@ -35,36 +56,85 @@ class ModelGuided(ClassifierGuided):
         self.base = pretrained(target_kind(space)) if cost_model == "pretrained" else cost_model
         self.extract = FeatureExtractor(space)
         self.features: dict[str, np.ndarray | None] = {}  # by point key; None: the point does not schedule
+        self.points: dict[str, Point] = {}  # every point with known features, by key
+
+    def propose(self) -> Point:
+        return self.space.sample(self.rng)
+
+    def ask(self, n: int) -> list[Point]:
+        model = self._model() if self._ready() else None
+        if model is None:
+            return super().ask(n)
+        candidates, scores = self._candidates(model, self.screen * n)
+        greedy = n - min(n, round(self.epsilon * n))
+        chosen = diverse(self.space, candidates, scores, greedy, self.seen, self.distinct)
+        return chosen + super().ask(n - len(chosen))  # the epsilon share, and a short list's shortfall
 
     def _ready(self) -> bool:
         known = self.prior + self.history
         return self.base is not None or (len(known) >= self.warmup and any(r.ok for _, r in known))
 
-    def _scores(self, pool: list[Point]) -> list[float] | None:
-        model = self._model()
-        vectors = self._features(pool)
-        valid = [i for i, v in enumerate(vectors) if v is not None]
-        if model is None or not valid:
-            return None
-        scores = np.full(len(pool), -np.inf)
-        scores[valid] = model.score(np.stack([vectors[i] for i in valid]))
-        for i in set(range(len(pool))) - set(valid):
-            self.seen.add(point_key(pool[i]))  # does not schedule: never proposed
-        return list(scores)
+    def _candidates(self, model: CostModel, shortlist: int) -> tuple[list[Point], list[float]]:
+        """Unproposed points with their cost-model scores: the inner search's `shortlist`
+        best and every earlier one not yet taken."""
+        if not self.points:
+            self._features([self.space.sample(self.rng, checked=False) for _ in range(FIRST_SHORTLIST * shortlist)])
+        scores = self._scored(model)
+        start = [p for p, _ in self.ranked(with_prior=True)[: self.parents]]
+        start += [self.points[k] for k in sorted(scores, key=scores.get, reverse=True)[: self.parents]]
+        surrogate = self._surrogate(scores)
+        found = evolve(self.space, surrogate, start, self.rng, self.population, self.generations,
+                       exclude=self.seen | set(self.features))
+        self._features(found[:shortlist])
+        scores = self._scored(model)
+        keys = [k for k in scores if k not in self.seen]
+        return [self.points[k] for k in keys], [scores[k] for k in keys]
+
+    def _scored(self, model: CostModel) -> dict[str, float]:
+        """The model's score of every point whose features are known and which schedules."""
+        keys = [k for k, v in self.features.items() if v is not None]
+        if not keys:
+            return {}
+        return dict(zip(keys, model.score(np.stack([self.features[k] for k in keys])).tolist()))
+
+    def _surrogate(self, scores: dict[str, float]):
+        """A function scoring points from their encoding alone, fitted to the cost model's
+        scores (points that do not schedule learnt as worse than any that does)."""
+        import xgboost
+
+        floor = min(scores.values(), default=0.0) - 1.0
+        keys = list(self.features)
+        targets = [scores.get(k, floor) for k in keys]
+        fitted = xgboost.XGBRegressor(n_estimators=80, max_depth=6, learning_rate=0.2, n_jobs=1, random_state=0,
+                                      verbosity=0).fit(self._encode([self.points[k] for k in keys]), targets)
+        return lambda points: fitted.predict(self._encode(points))
+
+    def _encode(self, points: list[Point]) -> np.ndarray:
+        return np.array([self.space.encode(p) for p in points], dtype=np.float32)
 
     def _model(self) -> CostModel | None:
-        """The base model fine-tuned on this task's measurements; without a base, a model of
-        them alone (None while none is correct)."""
+        """The base model fine-tuned on this task's measurements; a model of them alone where
+        there is no base, or where the base ranks them no better than chance (a prior that
+        misleads); None while nothing measured is correct and there is no base."""
         known = self.prior + self.history
         kept = [(v, r) for v, (_, r) in zip(self._features([p for p, _ in known]), known) if v is not None]
         if not any(r.ok for _, r in kept):
             return self.base
         group = (np.stack([v for v, _ in kept]), relevance([r for _, r in kept]))
-        if self.base is None:
+        if self.base is None or not self._trusted(*group):
             return CostModel.train([group], {"tasks": [self.space.workload.key]})
         return self.base.fine_tuned(*group)
+
+    def _trusted(self, features: np.ndarray, relevance_: np.ndarray) -> bool:
+        """Whether the base model's ranking of the task's own measurements beats chance
+        (Spearman's rho over TRUST_RHO); undecided, and so trusted, before `warmup` of them."""
+        if len(relevance_) < self.warmup or len(set(relevance_.tolist())) < 2:
+            return True
+        ranks = [np.argsort(np.argsort(v)) for v in (self.base.score(features), relevance_)]
+        return float(np.corrcoef(*ranks)[0, 1]) > TRUST_RHO
 
     def _features(self, points: list[Point]) -> list[np.ndarray | None]:
         missing = {point_key(p): p for p in points if point_key(p) not in self.features}
         self.features.update(zip(missing, self.extract(list(missing.values()))))
+        self.points.update(missing)
         return [self.features[point_key(p)] for p in points]

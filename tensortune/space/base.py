@@ -51,12 +51,16 @@ class KnobSpace:
     def mutate(self, point: Point, rng: random.Random, steps: int = 1, checked: bool = True) -> Point:
         for _ in range(self.max_sample_tries):
             new = dict(point)
-            for knob in rng.sample(self.knobs, min(steps, len(self.knobs))):
+            for knob in self.mutable(point, rng, steps):
                 new[knob.name] = knob.mutate(new[knob.name], rng)
             new = self.canonical(new)
             if not checked or self.check(new) is None:
                 return new
         return self.sample(rng, checked)
+
+    def mutable(self, point: Point, rng: random.Random, steps: int) -> list[Knob]:
+        """The knobs one mutation changes: `steps` of them, any alike."""
+        return rng.sample(self.knobs, min(steps, len(self.knobs)))
 
     def crossover(self, a: Point, b: Point, rng: random.Random, checked: bool = True) -> Point:
         """Each knob from either parent; an invalid child falls back to parent `a`."""

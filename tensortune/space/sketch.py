@@ -22,6 +22,10 @@ from .knobs import Choice, Split
 
 DECISIONS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
 LOCATION_SAMPLES = 8  # design spaces drawn to collect the compute locations each stage can take
+# How often a mutation picks each kind of decision, after MetaSchedule's CPU mutators (tile size
+# 0.9, compute location 0.05, unroll 0.03): tiles matter most, and a mutation never switches
+# the sketch (a new sketch comes from sampling or crossover, as in MetaSchedule's population).
+MUTATION_WEIGHTS = {"PerfectTile": 0.9, "ComputeLocation": 0.05, "Categorical": 0.05}
 
 
 def _context(workload, target_spec: dict, seed: int):
@@ -84,6 +88,16 @@ class SketchSpace(KnobSpace):
     def canonical(self, point: Point) -> Point:
         return {k: (v if k == "sketch" or k.startswith(f"s{point['sketch']}.") else self.defaults[k])
                 for k, v in point.items()}
+
+    def mutable(self, point: Point, rng, steps: int) -> list:
+        """`steps` decisions of the point's own sketch (the others play no part), tiles
+        mostly (MUTATION_WEIGHTS)."""
+        active = [k for k in self.knobs if k.name.startswith(f"s{point['sketch']}.")]
+        if not active:
+            return []
+        kinds = [k.name.rsplit(".", 1)[1] for k in active]
+        weights = [MUTATION_WEIGHTS[kind] / kinds.count(kind) for kind in kinds]  # a kind's share, split among its decisions
+        return rng.choices(active, weights, k=steps)
 
     def named(self, name: str) -> Point:
         if name == "default":  # the design space's own first sample
