@@ -68,16 +68,16 @@ def test_a_model_trained_on_one_shape_ranks_another_shapes_kernels(spaces):
 
 
 def test_the_strategy_starts_from_the_transferred_model(spaces):
-    """Before anything of the new shape is measured, its first batch beats random's (median
-    of 3 seeds of the best of 8)."""
+    """Before anything of the new shape is measured, half of its first batch is the model's
+    picks (the first half) and half random: over 5 seeds, the model's kernels are faster
+    (their median) than the random ones."""
     model = trained(spaces[0])
-
-    def first_best(strategy) -> float:
-        return min(synthetic_result(p).latency for p in strategy.ask(8))
-
-    guided = sorted(first_best(ModelGuided(spaces[1], seed, cost_model=model)) for seed in range(3))[1]
-    unguided = sorted(first_best(make_strategy("random", spaces[1], seed)) for seed in range(3))[1]
-    assert guided < unguided
+    picked, drawn = [], []
+    for seed in range(5):
+        batch = [synthetic_result(p).latency for p in ModelGuided(spaces[1], seed, cost_model=model).ask(8)]
+        picked += batch[:4]
+        drawn += batch[4:]
+    assert np.median(picked) < np.median(drawn)
 
 
 def test_fine_tuning_adds_trees_to_a_copy(spaces):
@@ -110,16 +110,16 @@ def test_without_a_pretrained_model_it_learns_from_the_task_alone(spaces):
     strategy = ModelGuided(spaces[0], seed=0, cost_model=None)
     first = strategy.ask(16)  # warm-up: random
     strategy.tell(first, [synthetic_result(p) for p in first])
-    assert strategy._ready() and strategy._model() is not None
+    assert strategy._model() is not None
     later = strategy.ask(8)
     assert len(later) == 8 and not {point_key(p) for p in later} & {point_key(p) for p in first}
 
 
-def test_a_misleading_prior_is_set_aside_and_the_needle_still_found(spaces):
+def test_a_misleading_prior_does_not_keep_the_search_from_the_needle(spaces):
     """A base model trained to rank the needle landscape backwards (the slowest kernels
     first): after 64 trials the median best of 5 seeds is still well below random search's
-    (6.2 ms; the needle is 1 ms, 0.5 with parallel), as the task's own measurements show
-    the base ranks no better than chance and the epsilon share keeps exploring."""
+    (6.2 ms; the needle is 1 ms, 0.5 with parallel): it picks only half of the first 16
+    points, then a model of the task's own measurements takes over."""
     space = spaces[0]
     points = sample(space, 160, seed=0)
     latencies = np.array([needle_result(p).latency for p in points])
