@@ -9,6 +9,9 @@ The public API (imported lazily: `import tensortune` does not load TVM):
   convolution and matmul); `tune_model(...)`: one budget across them; `build_model(...)`,
   `export_model(...)`: the tuned model, checked against torch, the faster build kept.
 - `load(folder)`: a tuned model or exported kernel as a callable on torch tensors.
+- `backend(db=..., target=..., mode=..., torch_ops=...)`: a `torch.compile` backend (also
+  registered as `backend="tensortune"`): TVM runs what its frontend converts, with the
+  records' best schedules, PyTorch the rest.
 - `Workbench(db, target, MeasureConfig, Budget)`: tuning driven from outside (an agent): tasks
   described, schedules (knob points, traces, Python) measured by `tune`'s round within
   budgets; `tensortune mcp` serves it over the Model Context Protocol.
@@ -25,7 +28,7 @@ _EXPORTS = {
     "get_workload": "workloads", "workload": "workloads", "tune": "tuning.tuner", "TuneConfig": "tuning.tuner",
     "MeasureConfig": "measure.config", "Measurer": "measure.measurer", "BatchEvaluator": "measure.batch",
     "ReplayTable": "measure.replay", "Result": "measure.result", "Status": "measure.result",
-    "Label": "measure.result", "make_target": "target", "Database": "db", "load": "deploy.loader",
+    "Label": "measure.result", "make_target": "target", "Database": "db", "load": "deploy.loader", "backend": "deploy.backend",
     "load_factory": "model", "import_model": "model", "tune_model": "model", "build_model": "model",
     "export_model": "model", "Workbench": "agents.workbench", "Budget": "agents.workbench",
 }

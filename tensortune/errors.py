@@ -1,4 +1,5 @@
-"""The one exception type that reaches users as a one-line message (exit code 2)."""
+"""The one exception type that reaches users as a one-line message (exit code 2), and the
+warning that part of a model runs in PyTorch instead of TVM."""
 
 
 class UserError(Exception):
@@ -9,3 +10,7 @@ class UserError(Exception):
     def __init__(self, message: str, option: str | None = None):
         super().__init__(message)
         self.option = option
+
+
+class TensortuneWarning(UserWarning):
+    """Part of a model runs in PyTorch instead of TVM (the torch.compile backend), and why."""

@@ -43,6 +43,14 @@ def _prepared(tensor, spec: dict, what: str, device: str):
     if tensor.device.type != device:
         raise UserError(f"{what}: expected a tensor on {device} (the device its kernels were built for), "
                         f"got one on {tensor.device}; move it with .to('{device}')")
+    return aligned(tensor)
+
+
+def aligned(tensor):
+    """The tensor, detached, or a contiguous, aligned copy where a kernel could not read it
+    in place."""
+    import torch
+
     if tensor.requires_grad:
         tensor = tensor.detach()
     if not tensor.is_contiguous() or tensor.data_ptr() % ALIGNMENT:

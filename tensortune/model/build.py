@@ -49,7 +49,10 @@ class BuiltModel:
 
 def tolerance(dtype) -> float:
     """End-to-end agreement with torch: ten times the square root of the dtype's epsilon
-    (3.5e-3 for float32), as every kernel's rounding differs from torch's."""
+    (3.5e-3 for float32), as every kernel's rounding differs from torch's; integers and
+    booleans (a mask, positions) exactly."""
+    if not np.issubdtype(np.dtype(dtype), np.inexact):
+        return 0.0
     return 10 * float(np.sqrt(np.finfo(np.dtype(dtype)).eps))
 
 
@@ -177,12 +180,13 @@ def lowering(spec):
 
 
 def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Inputs drawn afresh (like the example inputs: same shapes and dtypes) and torch eager's outputs."""
+    """Inputs drawn afresh (like the example inputs: same shapes and dtypes), or the example
+    inputs themselves for a model with `fixed_inputs`, and torch eager's outputs."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    inputs = [torch.randn(t.shape, generator=generator).to(t.dtype) if t.is_floating_point() else t.clone()
-              for t in model.example_inputs]
+    inputs = [torch.randn(t.shape, generator=generator).to(t.dtype) if t.is_floating_point() and not model.fixed_inputs
+              else t.clone() for t in model.example_inputs]
     with torch.no_grad():
         out = model.module(*inputs)
     outs = out if isinstance(out, (tuple, list)) else (out,)

@@ -49,6 +49,10 @@ class ImportedModel:
     # the same model with every operation torch implements called in torch (its kernels: what
     # remains around them), built too and kept where it is faster end to end; None if not made
     with_torch_ops: "ImportedModel | None" = None
+    # checked on the example inputs themselves, not on fresh draws like them: a region of a
+    # graph (model/partition.py) takes weights as inputs, which random draws make meaningless
+    # (a batch norm's variance drawn negative)
+    fixed_inputs: bool = False
 
     def all_kernels(self) -> list[ModelKernel]:
         """The kernels of this build and of `with_torch_ops`, each distinct kernel once: what
@@ -88,11 +92,11 @@ def load_factory(spec: str):
     except AttributeError:
         raise UserError(f"'{path}' has no function '{name}'") from None
     except Exception as err:
-        raise UserError(f"cannot import '{path}': {type(err).__name__}: {_first(err)}") from None
+        raise UserError(f"cannot import '{path}': {type(err).__name__}: {first_message(err)}") from None
     try:
         made = factory()
     except Exception as err:
-        raise UserError(f"the factory '{spec}' raised {type(err).__name__}: {_first(err)}") from None
+        raise UserError(f"the factory '{spec}' raised {type(err).__name__}: {first_message(err)}") from None
     return name, _check_made(spec, made)
 
 
@@ -108,13 +112,16 @@ def _check_made(spec: str, made):
     return module.eval(), tuple(inputs)
 
 
-def import_model(name: str, module, example_inputs: tuple, target_spec: dict, torch_ops: bool = False) -> ImportedModel:
+def import_model(name: str, module, example_inputs: tuple, target_spec: dict, torch_ops: bool = False,
+                 fixed_inputs: bool = False) -> ImportedModel:
     """Export, convert, lower and fuse; a model that cannot make the way is a UserError that
     names the step and the cause. With `torch_ops` (CPU targets), also the build that calls
-    torch for the operations it implements (model.torch_ops), where the model has any."""
+    torch for the operations it implements (model.torch_ops), where the model has any. With
+    `fixed_inputs`, builds are checked on the example inputs (see ImportedModel)."""
     relax_mod = to_relax(name, module, example_inputs)
     mod = lower_and_fuse(relax_mod, target_spec)
-    model = ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod), source=relax_mod)
+    model = ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod), source=relax_mod,
+                          fixed_inputs=fixed_inputs)
     if torch_ops and target_spec["kind"] == "llvm":
         model.with_torch_ops = torch_build(model, target_spec)
     return model
@@ -131,20 +138,26 @@ def torch_build(model: ImportedModel, target_spec: dict, keep: frozenset[int] = 
     return ImportedModel(model.name, model.module, model.example_inputs, mod, _kernels(mod), count, model.source, keep)
 
 
-def to_relax(name: str, module, example_inputs: tuple):
-    """The model as a Relax module in inference form (batch norm decomposed into arithmetic),
-    before lowering: what MetaSchedule's own model tuning starts from."""
+def export(name: str, module, example_inputs: tuple):
+    """torch.export's program of the module; a model it cannot capture is a UserError."""
     import torch
-    from tvm import relax
 
     try:
         # torch logs the graph it failed on, and warns about its own deprecations, on stderr:
         # the error below says what went wrong in one line
         with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
-            exported = torch.export.export(module, tuple(example_inputs))
+            return torch.export.export(module, tuple(example_inputs))
     except Exception as err:
-        raise UserError(f"torch.export cannot capture {name}: {type(err).__name__}: {_first(err)}") from None
+        raise UserError(f"torch.export cannot capture {name}: {type(err).__name__}: {first_message(err)}") from None
+
+
+def to_relax(name: str, module, example_inputs: tuple):
+    """The model as a Relax module in inference form (batch norm decomposed into arithmetic),
+    before lowering: what MetaSchedule's own model tuning starts from."""
+    from tvm import relax
+
+    exported = export(name, module, example_inputs)
     try:
         from tvm.relax.frontend.torch import from_exported_program
 
@@ -152,7 +165,7 @@ def to_relax(name: str, module, example_inputs: tuple):
             warnings.simplefilter("ignore")
             mod = from_exported_program(exported)
     except Exception as err:
-        raise UserError(f"TVM's torch frontend cannot convert {name}: {type(err).__name__}: {_first(err)}") from None
+        raise UserError(f"TVM's torch frontend cannot convert {name}: {type(err).__name__}: {first_message(err)}") from None
     return relax.transform.CanonicalizeBindings()(relax.transform.DecomposeOpsForInference()(mod))
 
 
@@ -189,6 +202,7 @@ def _kernels(mod) -> list[ModelKernel]:
             for name, count in calls.items()]
 
 
-def _first(err: Exception) -> str:
+def first_message(err: Exception) -> str:
+    """The first line of an exception's message (torch's carry a page of context after it)."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return (lines[0] if lines else "")[:300]

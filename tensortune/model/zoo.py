@@ -229,5 +229,30 @@ def tiny_transformer():
     return _seeded(lambda: EncoderLayer(32, 2, 64, 8)), (torch.randn(1, 8, 32),)
 
 
+class _LogitsOnly(nn.Module):
+    """A Hugging Face causal language model called as plain torch: token ids in, logits out."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(ids, use_cache=False).logits
+
+
+def hf_gpt2_tiny():
+    """GPT-2 from Hugging Face `transformers`, built from its config (2 layers, width 64, 2
+    heads, vocabulary 512; eager attention; random weights, nothing downloaded), 32 tokens.
+    TVM's torch frontend does not convert all of it (one of its concatenations)."""
+    from ..errors import UserError
+
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        raise UserError("hf_gpt2_tiny needs transformers: pip install -e '.[test]'") from None
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=512, n_positions=64, attn_implementation="eager")
+    return _seeded(lambda: _LogitsOnly(GPT2LMHeadModel(config))), (torch.randint(0, 512, (1, 32)),)
+
+
 ZOO = {f.__name__: f for f in (resnet18, resnet50, mobilenet_v2, bert_layer, gpt_block, vit_block, conv_block,
-                               tiny_transformer)}
+                               tiny_transformer, hf_gpt2_tiny)}

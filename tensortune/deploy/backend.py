@@ -1,0 +1,158 @@
+"""`torch.compile(model, backend="tensortune")`: the regions TVM converts run as TVM kernels
+with the best verified schedules in the records, the rest in PyTorch.
+
+Dynamo hands over each graph it captured (graph breaks, guards and recompiles are dynamo's).
+The graph is captured again as core ATen and partitioned (model/partition.py); each region is
+imported as `tune-model` imports a model, so its kernels have the same keys and a kernel tuned
+before, alone or in any model, is reused. By default nothing is tuned and nothing measured:
+each kernel gets its best verified schedule from the records where it beats TVM's default,
+else the default. `mode="tune"` first tunes the regions' kernels with one budget (as
+`tune-model` does). A region that fails to build or to match eager falls back to PyTorch
+with one warning naming why; on its first call each region is compared with eager again, on
+the user's own inputs.
+
+    compiled = torch.compile(model, backend="tensortune")           # ./tensortune.db, this CPU
+    compiled = torch.compile(model, backend=tensortune.backend(db="runs.db", mode="tune"))
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import TensortuneWarning, UserError
+
+MODES = ("default", "tune")
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """What the backend builds with; `tensortune.backend(...)` checks it before any compile."""
+
+    db: str = "tensortune.db"
+    target: str = "cpu"
+    mode: str = "default"  # "tune": tune the regions' kernels first (trials, space)
+    torch_ops: tuple[str, ...] = ()  # operators kept in PyTorch, as "aten.gelu.default" or "gelu"
+    trials: int | None = None  # mode="tune": the budget per graph (default: 32 per tunable kernel)
+    space: str = "sketch"
+    threads: int | None = None  # default: the cores this process may use
+    progress: bool = True  # mode="tune": a line per round on standard error
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise UserError(f"unknown mode '{self.mode}'; known: {', '.join(MODES)}")
+        if isinstance(self.torch_ops, str) or not all(isinstance(op, str) for op in self.torch_ops):
+            raise UserError("torch_ops takes a list of operator names, as ['aten.gelu.default'] or ['gelu']")
+        if self.trials is not None and self.trials < 1:
+            raise UserError(f"trials must be at least 1, got {self.trials}")
+
+
+class Backend:
+    """A torch.compile backend (call it as dynamo does: graph module, example inputs) that
+    keeps what it compiled: `regions` (TVMRegion, each with its build and check) and, per
+    graph, the operators left in PyTorch (`in_torch`)."""
+
+    def __init__(self, config: BackendConfig):
+        self.config = config
+        self.regions: list = []
+        self.in_torch: list[dict[str, int]] = []
+
+    def __call__(self, gm, example_inputs):
+        """The graph with its TVM regions compiled; the graph itself (all PyTorch) where it
+        cannot be captured with static shapes for inference."""
+        import torch
+
+        from ..measure.config import MeasureConfig
+        from ..model.partition import capture, partition
+        from ..target import make_target
+
+        if not all(isinstance(x, torch.Tensor) for x in example_inputs):
+            _warn("a graph with dynamic shapes runs in PyTorch (compile with dynamic=False to recompile per shape)")
+            return gm.forward
+        if torch.is_grad_enabled() and any(x.requires_grad for x in example_inputs):
+            _warn("a graph that autograd records runs in PyTorch: TVM's kernels have no gradients; "
+                  "call the compiled model under torch.no_grad() or torch.inference_mode()")
+            return gm.forward
+        try:
+            target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
+            parts = partition(capture(gm, tuple(example_inputs)), tuple(example_inputs), target.spec,
+                              frozenset(self.config.torch_ops))
+        except UserError as err:
+            _warn(f"a graph runs in PyTorch: {err}")
+            return gm.forward
+        self.in_torch.append(parts.in_torch)
+        for region in parts.regions:
+            compiled = _region(region, self.config)
+            if compiled is not None:
+                setattr(parts.graph, region.name, compiled)
+                self.regions.append(compiled)
+        return parts.graph
+
+
+def backend(**options) -> Backend:
+    """A torch.compile backend with these options (BackendConfig's fields). A bad option, a
+    database that cannot be opened or a target that cannot run here is a UserError now, at
+    `torch.compile` time, not at the first call."""
+    return Backend(_checked(options))
+
+
+def compile_graph(gm, example_inputs, options: dict | None = None):
+    """The backend registered as "tensortune" (package entry point torch_dynamo_backends);
+    `torch.compile(..., options={...})` passes BackendConfig's fields."""
+    return backend(**(options or {}))(gm, example_inputs)
+
+
+def _checked(options: dict) -> BackendConfig:
+    from ..db import Database
+    from ..measure.config import MeasureConfig
+    from ..target import check_runnable, make_target
+
+    known = set(BackendConfig.__dataclass_fields__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UserError(f"the tensortune backend has no option {', '.join(unknown)}; its options: {', '.join(sorted(known))}")
+    config = BackendConfig(**options)
+    check_runnable(make_target(config.target, config.threads or MeasureConfig().threads))
+    Database(config.db).close()
+    return config
+
+
+def _region(region, config: BackendConfig):
+    """A region as a TVMRegion, or None (with a warning) where it cannot be built or checked."""
+    from ..db import Database
+    from ..measure.config import MeasureConfig
+    from ..model import build_model, import_model, tune_model
+    from ..model.scheduler import default_trials
+    from ..space.base import first_line
+    from ..target import make_target
+    from ..tuning.tuner import TuneConfig
+    from .torch_region import TVMRegion
+
+    measure = MeasureConfig() if config.threads is None else MeasureConfig(threads=config.threads)
+    target = make_target(config.target, measure.threads)
+    db = Database(config.db)
+    try:
+        model = import_model(region.name, region.module, region.inputs, target.spec, fixed_inputs=True)
+        if config.mode == "tune":
+            trials = config.trials or default_trials(model)
+            tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
+                       _progress(region.name) if config.progress else lambda *_: None)
+        return TVMRegion(build_model(model, target, db), region.module, region.inputs)
+    except Exception as err:  # any failure of TVM's: the region stays in PyTorch, said once
+        _warn(f"{region.name} ({region.nodes} operators) runs in PyTorch: {type(err).__name__}: {first_line(err)}")
+        return None
+    finally:
+        db.close()
+
+
+def _progress(name: str):
+    import sys
+
+    def show(states, done: int, total: int) -> None:
+        print(f"tensortune: tuning {name}: {done}/{total} trials", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _warn(message: str) -> None:
+    warnings.warn(f"tensortune: {message}", TensortuneWarning, stacklevel=3)

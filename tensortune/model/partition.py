@@ -1,0 +1,210 @@
+"""A PyTorch graph split into the regions TVM converts and what stays in PyTorch.
+
+The module is captured by `torch.export` and decomposed to core ATen, as TVM's torch frontend
+decomposes it before converting. A node goes to TVM where the frontend has a converter for
+its operator, the user has not named the operator to stay in PyTorch (`torch_ops`, as
+Torch-TensorRT's `torch_executed_ops`), and converting it has not failed; torch's own
+capability-based partitioner then groups such nodes into the largest regions that keep the
+graph acyclic. Each region is a GraphModule of its own (its weights come in as inputs); the
+parent graph calls it where its nodes were and runs every other node in PyTorch.
+
+A converter can still fail on a node it claims, and a converted kernel can fail to compile
+(GPT-2 from `transformers`: its attention mask's cumsum over booleans, which TVM's LLVM
+code generator refuses): a region that does not convert and compile is cut in halves, in
+graph order, until the failing node is found; it is refused and the graph partitioned again.
+Each kernel is compiled alone at its default schedule for that check, once per kernel key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UserError
+
+
+@dataclass
+class Region:
+    """One part of the graph TVM runs: `module` takes `inputs` (their example values)."""
+
+    name: str  # the parent graph's attribute that calls it
+    module: object  # torch.fx.GraphModule of core ATen operators
+    inputs: tuple
+    nodes: int  # operators in it
+
+
+@dataclass
+class Partitioned:
+    """The parent graph (runs in PyTorch, calling each region) and its regions."""
+
+    graph: object  # torch.fx.GraphModule
+    regions: list[Region]
+    in_torch: dict[str, int] = field(default_factory=dict)  # operator -> nodes left in PyTorch
+    refused: dict[str, str] = field(default_factory=dict)  # operator -> why its conversion failed
+
+    @property
+    def share_in_tvm(self) -> float:
+        """Of the graph's operators, the share TVM runs."""
+        tvm = sum(r.nodes for r in self.regions)
+        return tvm / max(1, tvm + sum(self.in_torch.values()))
+
+
+def capture(module, example_inputs: tuple):
+    """The module as an ATen graph (core ATen, weights as attributes), runnable in PyTorch."""
+    from .importer import export
+
+    return export("the graph", module, example_inputs).run_decompositions().module()
+
+
+def partition(graph, example_inputs: tuple, target_spec: dict, torch_ops: frozenset[str] = frozenset(),
+              converts=None) -> Partitioned:
+    """`graph` (from `capture`) split into TVM regions and PyTorch nodes. `torch_ops`: operator
+    names (as `aten.gelu.default` or `gelu`) kept in PyTorch. `converts(module, inputs)` raises
+    UserError for a region TVM cannot take (default: Compiles for the target)."""
+    converts = converts or Compiles(target_spec)
+    refused: dict[object, str] = {}
+    while True:
+        fused = _fuse(graph, torch_ops, refused)
+        regions = _regions(fused, example_inputs)
+        failed = next(((r, reason) for r in regions for reason in [_why_not(converts, r)] if reason), None)
+        if failed is None:
+            break
+        node, reason = _culprit(failed[0], converts, failed[1])
+        if (_op_name(node), node.name) in {(_op_name(n), n.name) for n in refused}:  # not found by name: give up the region
+            refused.update(dict.fromkeys(_operators(failed[0].module), failed[1]))
+        else:
+            refused[node] = reason
+    return Partitioned(fused, regions, _left_in_torch(fused), {_op_name(n): why for n, why in refused.items()})
+
+
+def supported_ops() -> frozenset[str]:
+    """The core ATen operators TVM's torch frontend converts (by their overload names, e.g.
+    'add.Tensor')."""
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+
+    return frozenset(ExportedProgramImporter().convert_map)
+
+
+def _fuse(graph, torch_ops: frozenset[str], refused: dict):
+    import copy
+
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    known = supported_ops()
+    refused_names = {(_op_name(n), n.name) for n in refused}
+
+    class TVMSupport(OperatorSupportBase):
+        def is_node_supported(self, submodules, node) -> bool:
+            name = _op_name(node)
+            return (node.op == "call_function" and node.target.__name__ in known
+                    and not {name, name.split(".")[1] if name.count(".") > 1 else name} & torch_ops
+                    and (name, node.name) not in refused_names)
+
+    partitioner = CapabilityBasedPartitioner(copy.deepcopy(graph), TVMSupport(), allows_single_node_partition=True)
+    return partitioner.partition_and_fuse(prefix="tvm_region_")
+
+
+def _regions(fused, example_inputs: tuple) -> list[Region]:
+    """Each region with the values it receives when the graph runs on the example inputs."""
+    import torch
+
+    seen: dict[str, tuple] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def call_module(self, target, args, kwargs):
+            if target.startswith("tvm_region_"):
+                seen.setdefault(target, tuple(args))
+            return super().call_module(target, args, kwargs)
+
+    with torch.no_grad():
+        Recorder(fused).run(*example_inputs)
+    return [Region(name, getattr(fused, name), seen[name], len(_operators(getattr(fused, name)))) for name in seen]
+
+
+def _why_not(converts, region: Region) -> str:
+    try:
+        converts(region.module, region.inputs)
+    except UserError as err:
+        return str(err)
+    return ""
+
+
+def _culprit(region: Region, converts, reason: str):
+    """The node of `region` whose conversion fails: the region's nodes are cut in halves (in
+    graph order: each half is a graph of its own) until one alone fails. It is refused by its
+    operator and name (each partitioning starts from a fresh copy of the graph).
+    """
+    from torch.fx.passes.utils.fuser_utils import fuse_as_graphmodule
+
+    nodes = _operators(region.module)
+    while len(nodes) > 1:
+        half = nodes[: len(nodes) // 2]
+        module, _, _ = fuse_as_graphmodule(region.module, half, "half")
+        reason_half = _why_not(converts, Region("half", module, _values(module), len(half)))
+        nodes, reason = (half, reason_half) if reason_half else (nodes[len(nodes) // 2:], reason)
+    return nodes[0], reason
+
+
+def _operators(module) -> list:
+    return [n for n in module.graph.nodes if n.op == "call_function"]
+
+
+def _values(module) -> tuple:
+    """Example inputs for a graph from the shapes its placeholders were traced with."""
+    import torch
+
+    out = []
+    for node in module.graph.nodes:
+        if node.op == "placeholder":
+            val = node.meta.get("val")
+            if val is None or not isinstance(val, torch.Tensor):
+                raise UserError(f"no example value for {node.name}")
+            out.append(torch.randn(val.shape).to(val.dtype) if val.is_floating_point()
+                       else torch.zeros(val.shape, dtype=val.dtype))
+    return tuple(out)
+
+
+def _left_in_torch(fused) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in fused.graph.nodes:
+        if node.op == "call_function" and _op_name(node) not in ("getitem",):
+            counts[_op_name(node)] = counts.get(_op_name(node), 0) + 1
+    return counts
+
+
+def _op_name(node) -> str:
+    """'aten.gelu.default' for an ATen operator; the function's name otherwise."""
+    target = node.target
+    return str(target) if hasattr(target, "_schema") else getattr(target, "__name__", str(target))
+
+
+class Compiles:
+    """The check a region passes: imported as tune-model imports a model, each of its
+    kernels compiled at its default schedule (a kernel seen before is not compiled again)."""
+
+    def __init__(self, target_spec: dict):
+        self.target_spec = target_spec
+        self.failed: dict[str, str] = {}  # kernel key -> why it does not compile ("" if it does)
+
+    def __call__(self, module, inputs: tuple) -> None:
+        from .importer import import_model
+
+        for kernel in import_model("region", module, inputs, self.target_spec).kernels:
+            key = kernel.workload.key
+            if key not in self.failed:
+                self.failed[key] = self._compile(kernel.workload)
+            if self.failed[key]:
+                raise UserError(f"kernel {kernel.name} does not compile: {self.failed[key]}")
+
+    def _compile(self, workload) -> str:
+        import tvm
+
+        from ..space.base import first_line
+        from ..space.default import DefaultSpace
+        from ..target import tvm_target
+
+        try:
+            func = DefaultSpace(workload, self.target_spec).apply({}).mod["main"]
+            tvm.compile(tvm.IRModule({"main": func}), target=tvm_target(self.target_spec))
+        except Exception as err:  # TVM reports codegen failures as assorted exception types
+            return f"{type(err).__name__}: {first_line(err)}"
+        return ""

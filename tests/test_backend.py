@@ -1,0 +1,172 @@
+"""The torch.compile backend: real torch (dynamo), real TVM kernels, a real SQLite file.
+
+Small models with an operator TVM's frontend has no converter for (erfinv), a graph break,
+records written by one process and used by another, and regions that fail."""
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import tensortune
+from tensortune.errors import TensortuneWarning, UserError
+
+
+class WithErfinv(nn.Module):
+    """linear -> erfinv (no TVM converter) -> linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.b(torch.erfinv(torch.tanh(self.a(x)) * 0.5)).relu()
+
+
+class WithBreak(nn.Module):
+    """Two linear layers with a graph break between them: two graphs for the backend."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        x = self.a(x).relu()
+        torch._dynamo.graph_break()
+        return self.b(x).sigmoid()
+
+
+def compiled(module, **options):
+    torch._dynamo.reset()
+    backend = tensortune.backend(**options)
+    return torch.compile(module.eval(), backend=backend, dynamic=False), backend
+
+
+def test_an_operator_tvm_lacks_runs_in_torch_and_the_rest_in_tvm(tmp_path):
+    torch.manual_seed(0)
+    model, x = WithErfinv(), torch.randn(4, 16)
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad():
+        got, expected = fast(x), model(x)
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert len(backend.regions) == 2 and all(r.checked and not r.in_torch for r in backend.regions)
+    assert backend.in_torch == [{"aten.erfinv.default": 1}]
+
+
+def test_a_graph_break_compiles_both_graphs(tmp_path):
+    torch.manual_seed(0)
+    model, x = WithBreak(), torch.randn(3, 16)
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad():
+        assert torch.allclose(fast(x), model(x), atol=1e-5)
+    assert len(backend.in_torch) == 2 and len(backend.regions) == 2
+
+
+def test_named_operators_stay_in_torch(tmp_path):
+    torch.manual_seed(0)
+    model, x = WithErfinv(), torch.randn(4, 16)
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"), torch_ops=("tanh",))
+    with torch.no_grad():
+        assert torch.allclose(fast(x), model(x), atol=1e-5)
+    assert backend.in_torch[0].get("aten.tanh.default") == 1
+
+
+def test_a_region_that_fails_its_first_call_check_falls_back_with_a_warning(tmp_path):
+    torch.manual_seed(0)
+    model, x = WithErfinv(), torch.randn(4, 16)
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad():
+        fast(x)  # compiles and checks each region on its first call
+    region = backend.regions[0]
+    region.checked = False
+    region._tvm = lambda inputs: [torch.zeros(4, 32)]  # a test double: TVM computing the wrong thing
+    with torch.no_grad(), pytest.warns(TensortuneWarning, match="differs from eager"):
+        got = fast(x)
+    with torch.no_grad():
+        assert torch.allclose(got, model(x), atol=1e-5) and region.in_torch
+
+
+def test_a_region_whose_build_fails_runs_in_torch_with_a_warning(tmp_path, monkeypatch):
+    import tensortune.model as model_layer
+
+    def failing_build(*args, **kwargs):  # a test double: TVM's build failing
+        raise RuntimeError("no build today")
+
+    monkeypatch.setattr(model_layer, "build_model", failing_build)
+    torch.manual_seed(0)
+    model, x = WithErfinv(), torch.randn(4, 16)
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad(), pytest.warns(TensortuneWarning, match="no build today"):
+        got = fast(x)
+    with torch.no_grad():
+        assert torch.allclose(got, model(x)) and backend.regions == []
+
+
+def test_bad_options_fail_at_compile_time(tmp_path):
+    with pytest.raises(UserError, match="unknown mode"):
+        tensortune.backend(mode="fastest")
+    with pytest.raises(UserError, match="no option"):
+        tensortune.backend(dbb="x.db")
+    with pytest.raises(UserError, match="unknown target"):
+        tensortune.backend(target="tpu")
+    with pytest.raises(UserError):
+        tensortune.backend(db=str(tmp_path / "missing" / "folder" / "t.db"))
+
+
+@pytest.mark.slow
+def test_records_tuned_in_one_process_are_reused_by_another(tmp_path):
+    """mode="tune" tunes the regions' kernels; a second process, tuning again with the same
+    budget, measures nothing and builds with the tuned schedules."""
+    db = tmp_path / "t.db"
+    script = textwrap.dedent(f"""
+        import sqlite3, torch, tensortune
+        from torch import nn
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 64), nn.ReLU()).eval()
+        backend = tensortune.backend(db={str(db)!r}, mode="tune", trials=8, progress=False)
+        fast = torch.compile(model, backend=backend, dynamic=False)
+        x = torch.randn(32, 64)
+        with torch.no_grad():
+            assert torch.allclose(fast(x), model(x), atol=1e-4)
+        rows = sqlite3.connect({str(db)!r}).execute("select count(*) from records").fetchone()[0]
+        print(rows, sum(len(r.built.tuned) for r in backend.regions))
+    """)
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
+    (first_rows, first_tuned), (second_rows, second_tuned) = [map(int, r.stdout.split()) for r in runs]
+    assert first_rows > 0 and second_rows == first_rows
+    assert second_tuned == first_tuned >= 1
+
+
+@pytest.mark.parametrize("name", ["conv_block", "tiny_transformer"])
+def test_small_zoo_models_run_through_the_backend(name, tmp_path):
+    from tensortune.model.zoo import ZOO
+
+    model, inputs = ZOO[name]()
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad():
+        assert torch.allclose(fast(*inputs), model(*inputs), atol=1e-4)
+    assert backend.regions and backend.in_torch == [{}]
+
+
+@pytest.mark.slow
+def test_gpt2_from_transformers_runs_with_what_tvm_cannot_compile_left_to_torch(tmp_path):
+    """GPT-2 built from its config: its attention mask's cumsum over booleans converts but
+    does not compile in TVM (LLVM refuses to add booleans); the halving finds it, it runs in
+    PyTorch, the rest in TVM, and the logits match eager. By name, as a user would."""
+    from tensortune.model.zoo import hf_gpt2_tiny
+
+    model, (ids,) = hf_gpt2_tiny()
+    torch._dynamo.reset()
+    fast = torch.compile(model, backend="tensortune", dynamic=False, options={"db": str(tmp_path / "t.db")})
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TensortuneWarning)  # no region falls back
+        assert torch.allclose(fast(ids), model(ids), atol=1e-4)
+    backend = tensortune.backend(db=str(tmp_path / "t.db"))
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend=backend, dynamic=False)(ids)
+    assert backend.in_torch == [{"aten.cumsum.default": 1}] and len(backend.regions) == 2
