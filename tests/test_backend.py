@@ -156,17 +156,24 @@ def test_small_zoo_models_run_through_the_backend(name, tmp_path):
 def test_gpt2_from_transformers_runs_with_what_tvm_cannot_compile_left_to_torch(tmp_path):
     """GPT-2 built from its config: its attention mask's cumsum over booleans converts but
     does not compile in TVM (LLVM refuses to add booleans); the halving finds it, it runs in
-    PyTorch, the rest in TVM, and the logits match eager. By name, as a user would."""
+    PyTorch, the rest in TVM, and the logits match eager."""
     from tensortune.model.zoo import hf_gpt2_tiny
 
     model, (ids,) = hf_gpt2_tiny()
-    torch._dynamo.reset()
-    fast = torch.compile(model, backend="tensortune", dynamic=False, options={"db": str(tmp_path / "t.db")})
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error", TensortuneWarning)  # no region falls back
         assert torch.allclose(fast(ids), model(ids), atol=1e-4)
-    backend = tensortune.backend(db=str(tmp_path / "t.db"))
-    torch._dynamo.reset()
-    with torch.no_grad():
-        torch.compile(model, backend=backend, dynamic=False)(ids)
     assert backend.in_torch == [{"aten.cumsum.default": 1}] and len(backend.regions) == 2
+
+
+def test_the_backend_is_found_by_name_with_its_options(tmp_path):
+    """backend="tensortune" (the package's entry point), options through torch.compile."""
+    torch.manual_seed(0)
+    model, x = WithErfinv().eval(), torch.randn(4, 16)
+    torch._dynamo.reset()
+    fast = torch.compile(model, backend="tensortune", dynamic=False, options={"db": str(tmp_path / "t.db")})
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", TensortuneWarning)
+        assert torch.allclose(fast(x), model(x), atol=1e-5)
+    assert (tmp_path / "t.db").is_file()
