@@ -112,6 +112,8 @@ def test_bad_options_fail_at_compile_time(tmp_path):
         tensortune.backend(dbb="x.db")
     with pytest.raises(UserError, match="unknown target"):
         tensortune.backend(target="tpu")
+    with pytest.raises(UserError, match="unknown space"):
+        tensortune.backend(space="best")
     with pytest.raises(UserError):
         tensortune.backend(db=str(tmp_path / "missing" / "folder" / "t.db"))
 

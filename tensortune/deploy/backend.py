@@ -6,8 +6,8 @@ The graph is captured again as core ATen and partitioned (model/partition.py); e
 imported as `tune-model` imports a model, so its kernels have the same keys and a kernel tuned
 before, alone or in any model, is reused. By default nothing is tuned and nothing measured:
 each kernel gets its best verified schedule from the records where it beats TVM's default,
-else the default. `mode="tune"` first tunes the regions' kernels with one budget (as
-`tune-model` does). A region that fails to build or to match eager falls back to PyTorch
+else the default. `mode="tune"` first tunes each region's kernels (a budget per region, as
+`tune-model` shares one across a model's kernels). A region that fails to build or to match eager falls back to PyTorch
 with one warning naming why; on its first call each region is compared with eager again, on
 the user's own inputs.
 
@@ -33,7 +33,7 @@ class BackendConfig:
     target: str = "cpu"
     mode: str = "default"  # "tune": tune the regions' kernels first (trials, space)
     torch_ops: tuple[str, ...] = ()  # operators kept in PyTorch, as "aten.gelu.default" or "gelu"
-    trials: int | None = None  # mode="tune": the budget per graph (default: 32 per tunable kernel)
+    trials: int | None = None  # mode="tune": the budget per region (default: 32 per tunable kernel)
     space: str = "sketch"
     threads: int | None = None  # default: the cores this process may use
     progress: bool = True  # mode="tune": a line per round on standard error
@@ -105,6 +105,7 @@ def compile_graph(gm, example_inputs, options: dict | None = None):
 def _checked(options: dict) -> BackendConfig:
     from ..db import Database
     from ..measure.config import MeasureConfig
+    from ..space import check_fits
     from ..target import check_runnable, make_target
 
     known = set(BackendConfig.__dataclass_fields__)
@@ -112,7 +113,9 @@ def _checked(options: dict) -> BackendConfig:
     if unknown:
         raise UserError(f"the tensortune backend has no option {', '.join(unknown)}; its options: {', '.join(sorted(known))}")
     config = BackendConfig(**options)
-    check_runnable(make_target(config.target, config.threads or MeasureConfig().threads))
+    target = make_target(config.target, config.threads or MeasureConfig().threads)
+    check_runnable(target)
+    check_fits(config.space, target.spec)
     Database(config.db).close()
     return config
 

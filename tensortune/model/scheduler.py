@@ -22,7 +22,8 @@ from typing import Callable
 from ..db import Database, Task
 from ..measure.measurer import Measurer
 from ..measure.config import MeasureConfig
-from ..measure.result import Label, Result
+from ..errors import UserError
+from ..measure.result import Label, Result, Status
 from ..space.default import DefaultSpace
 from ..target import Target, check_runnable
 from ..tuning.round import TaskTuner, record, run_round
@@ -156,6 +157,10 @@ def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig
     if default is None:
         (default,) = record(measurer, db, default_task(kernel.workload.key, target),
                             DefaultSpace(kernel.workload, target.spec), Label.DEFAULT, [{}])
+    if default.status is Status.BUILD_ERROR:  # nor will the model: say so now, not after tuning
+        raise UserError(f"{kernel.name} does not compile in TVM even at its default schedule ({default.reason[:200]}); "
+                        "torch.compile(model, backend=tensortune.backend(mode=\"tune\")) runs such operators in PyTorch "
+                        "and tunes the rest")
     if not kernel.tunable or not default.ok:
         return TaskState(kernel, default)
     tuner = task_tuner(kernel.workload, target, db, config)

@@ -38,7 +38,7 @@ FIRST_SHORTLIST = 2  # times the shortlist, random points scored before the firs
 
 
 class ModelGuided(Strategy):
-    """`--strategy model`: evolutionary search on a cost model that transfers across tasks."""
+    """`--strategy model`: MetaSchedule's evolutionary search on a cost model (see above)."""
 
     name = "model"
     requires = ("xgboost",)
