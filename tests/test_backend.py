@@ -179,3 +179,24 @@ def test_the_backend_is_found_by_name_with_its_options(tmp_path):
         warnings.simplefilter("error", TensortuneWarning)
         assert torch.allclose(fast(x), model(x), atol=1e-5)
     assert (tmp_path / "t.db").is_file()
+
+
+def test_a_node_whose_conversion_fails_is_found_by_halving_and_left_to_torch():
+    """A test double stands in for TVM's import: it raises (a plain RuntimeError, as TVM's
+    lowering does) for any region holding a tanh. The halving finds the tanh, the graph is
+    partitioned again around it, and what is left converts."""
+    from tensortune.model.partition import capture, partition
+    from tensortune.target import make_target
+
+    def converts(module, inputs):  # a test double of TVM's import
+        if any(str(n.target) == "aten.tanh.default" for n in module.graph.nodes):
+            raise RuntimeError("tanh does not lower today")
+
+    torch.manual_seed(0)
+    model, x = WithErfinv().eval(), torch.randn(4, 16)
+    parts = partition(capture(model, (x,)), (x,), make_target("cpu", 2).spec, converts=converts)
+    assert parts.in_torch == {"aten.tanh.default": 1, "aten.erfinv.default": 1}
+    assert "tanh does not lower today" in parts.refused["aten.tanh.default"]
+    assert len(parts.regions) >= 2 and 0 < parts.share_in_tvm < 1
+    with torch.no_grad():
+        assert torch.allclose(parts.graph(x), model(x))

@@ -77,8 +77,8 @@ class Backend:
             target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
             parts = partition(capture(gm, tuple(example_inputs)), tuple(example_inputs), target.spec,
                               frozenset(self.config.torch_ops))
-        except UserError as err:
-            _warn(f"a graph runs in PyTorch: {err}")
+        except Exception as err:  # TVM's and torch's assorted errors: the graph runs as it is, never breaks
+            _warn(f"a graph runs in PyTorch: {err if isinstance(err, UserError) else type(err).__name__ + ': ' + str(err)[:300]}")
             return gm.forward
         self.in_torch.append(parts.in_torch)
         for region in parts.regions:

@@ -58,21 +58,22 @@ def partition(graph, example_inputs: tuple, target_spec: dict, torch_ops: frozen
               converts=None) -> Partitioned:
     """`graph` (from `capture`) split into TVM regions and PyTorch nodes. `torch_ops`: operator
     names (as `aten.gelu.default` or `gelu`) kept in PyTorch. `converts(module, inputs)` raises
-    UserError for a region TVM cannot take (default: Compiles for the target)."""
+    for a region TVM cannot take (default: Compiles for the target); a graph whose
+    partitioning does not settle is a UserError."""
     converts = converts or Compiles(target_spec)
     refused: dict[object, str] = {}
-    while True:
+    for _ in range(len(graph.graph.nodes) + 1):  # each pass refuses a node or ends
         fused = _fuse(graph, torch_ops, refused)
         regions = _regions(fused, example_inputs)
         failed = next(((r, reason) for r in regions for reason in [_why_not(converts, r)] if reason), None)
         if failed is None:
-            break
+            return Partitioned(fused, regions, _left_in_torch(fused), {_op_name(n): why for n, why in refused.items()})
         node, reason = _culprit(failed[0], converts, failed[1])
         if (_op_name(node), node.name) in {(_op_name(n), n.name) for n in refused}:  # not found by name: give up the region
             refused.update(dict.fromkeys(_operators(failed[0].module), failed[1]))
         else:
             refused[node] = reason
-    return Partitioned(fused, regions, _left_in_torch(fused), {_op_name(n): why for n, why in refused.items()})
+    raise UserError(f"partitioning did not settle: {failed[0].name} keeps failing ({failed[1]})")
 
 
 def supported_ops() -> frozenset[str]:
@@ -121,10 +122,12 @@ def _regions(fused, example_inputs: tuple) -> list[Region]:
 
 
 def _why_not(converts, region: Region) -> str:
+    """Why the region cannot go to TVM ("" if it can): TVM's lowering reports failures as
+    assorted exception types, each a reason to leave the region's culprit to PyTorch."""
     try:
         converts(region.module, region.inputs)
-    except UserError as err:
-        return str(err)
+    except Exception as err:
+        return str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {str(err).strip()[:300]}"
     return ""
 
 
