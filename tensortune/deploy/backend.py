@@ -140,7 +140,7 @@ def _region(region, config: BackendConfig):
             trials = config.trials or default_trials(model)
             tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
                        _progress(region.name) if config.progress else lambda *_: None)
-        return TVMRegion(build_model(model, target, db), region.module, region.inputs)
+        return TVMRegion(build_model(model, target, db), region.module)
     except Exception as err:  # any failure of TVM's: the region stays in PyTorch, said once
         _warn(f"{region.name} ({region.nodes} operators) runs in PyTorch: {type(err).__name__}: {first_line(err)}")
         return None

@@ -18,8 +18,8 @@ from .loader import aligned
 class TVMRegion(nn.Module):
     """Called like the region's GraphModule (`eager`): same inputs, same outputs."""
 
-    def __init__(self, built, eager, example_inputs: tuple, kind: str = "llvm"):
-        """`built`: the region as model.build_model built it."""
+    def __init__(self, built, eager, kind: str = "llvm"):
+        """`built`: the region as model.build_model built it; `eager`: its GraphModule."""
         from tvm import relax
 
         from ..measure.cores import share_with_torch
@@ -28,8 +28,8 @@ class TVMRegion(nn.Module):
         super().__init__()
         share_with_torch()  # TVM's pool threads would otherwise poll through torch's operators
         self.name, self.built, self.eager = built.model.name, built, eager
-        with torch.no_grad():
-            self.returns_tuple = isinstance(eager(*example_inputs), (tuple, list))
+        output = next(n for n in eager.graph.nodes if n.op == "output")  # its structure, without running it again
+        self.returns_tuple = isinstance(output.args[0], (tuple, list))
         self._main = relax.VirtualMachine(built.executable, device_of(kind))["main"]
         self.checked = False
         self.in_torch = ""  # why the region runs in PyTorch, once its check failed
