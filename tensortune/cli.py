@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
@@ -123,8 +124,9 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
                as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
     """Tune every kernel of a PyTorch model with one budget; build it, check it against torch, time it against torch
     eager, export it."""
-    from .measure.config import MeasureConfig
-    from .model import build_model, default_trials, export_model, import_model, load_factory, tune_model as run_model
+    from .deploy.split_model import build_split, combined, end_to_end, import_split, in_torch_line
+    from .errors import NotConvertible
+    from .model import build_model, export_model, import_model, load_factory
     from .model.end_to_end import measure_end_to_end
     from .report import model_json, model_table
     from .target import check_runnable
@@ -139,18 +141,60 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     os.environ["TVM_NUM_THREADS"] = str(tgt.threads)  # the model is checked and timed in this process too
     check_fits(space, tgt.spec)
     name, (module, inputs) = load_factory(model)
-    imported = import_model(name, module, inputs, tgt.spec, torch_ops=torch_ops)
-    database = _open_db(db)  # only once the model is in: a model that cannot come in leaves no database
-    if trials is None:
-        trials = default_trials(imported)
-        if not as_json:
-            err.print(f"--trials not given: {trials} for {name} ({sum(k.tunable for k in imported.kernels)} tunable "
-                      "kernels x 32)", highlight=False)
-    config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
+    config = TuneConfig(trials=trials or 0, strategy=strategy, seed=seed, batch=batch, space=space,
                         options=tuple(options.items()))
+    split, database = None, None
+    try:
+        imported = import_model(name, module, inputs, tgt.spec, torch_ops=torch_ops)
+        database = _open_db(db)  # only once the model is in: a model that cannot come in leaves no database
+        summary = _tune_imported(imported, tgt, database, config, as_json)
+    except NotConvertible as why:  # the partitioner takes what TVM can; the rest stays in PyTorch
+        if out_dir:
+            raise UserError(f"{why}: a model that runs partly in PyTorch cannot be exported as one TVM library; "
+                            "drop --out and run it with torch.compile(model, backend=tensortune.backend(db=...)), "
+                            "which builds it from this run's records", option="--out") from None
+        split = import_split(name, module, inputs, tgt.spec, str(why))
+        if not as_json:
+            err.print(f"{why}: tuning the parts TVM takes; {in_torch_line(split, None)}", highlight=False)
+        imported, database = split.as_one(), database or _open_db(db)
+        summary = _tune_imported(imported, tgt, database, config, as_json)
+    if split is not None:
+        graph, builds = build_split(split, tgt, database)
+        built, paths = combined(split, builds), []
+    else:
+        built = build_model(imported, tgt, database, progress=lambda line: as_json or err.print(line, highlight=False))
+        paths = export_model(built, tgt, Path(out_dir), database) if out_dir else []
+    if summary is None:
+        out.print("wrote " + ", ".join(map(str, paths)) if paths else "run the same command again to resume")
+        sys.exit(130)
+    timing, share = None, None
+    if compare and tgt.name == "cpu":
+        if not as_json:
+            err.print("timing torch eager, TVM's default build and the tuned model end to end ...")
+        timing, share = end_to_end(split, tgt, database) if split else (measure_end_to_end(built, tgt), None)
+        database.add_model_timing(imported.key, tgt.name, tgt.hardware, timing.as_dict())
+    in_torch = split and {"operators": split.parts.in_torch, "share_of_eager_time": share,
+                          "line": in_torch_line(split, share)}
+    if as_json:
+        print(json.dumps(model_json(summary, built, paths, timing, in_torch)))
+    else:
+        out.print(model_table(summary, built, paths, timing, in_torch))
+
+
+def _tune_imported(imported, tgt, database, config, as_json: bool):
+    """The model's kernels tuned with one budget (config.trials; 0: the default for the
+    model), with a progress display; None if interrupted (every finished round is stored)."""
+    from .measure.config import MeasureConfig
+    from .model import default_trials, tune_model as run_model
+
+    if not config.trials:
+        config = replace(config, trials=default_trials(imported))
+        if not as_json:
+            err.print(f"--trials not given: {config.trials} for {imported.name} "
+                      f"({sum(k.tunable for k in imported.kernels)} tunable kernels x 32)", highlight=False)
     with _progress(as_json) as bar:
         rows: dict = {}
-        total = bar.add_task(f"{name}: {len(imported.kernels)} kernels", total=trials)
+        total = bar.add_task(f"{imported.name}: {len(imported.kernels)} kernels", total=config.trials)
 
         def update(states, done, wanted):
             bar.update(total, completed=done)
@@ -161,25 +205,10 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
                         rows[state.kernel.name] = bar.add_task(label, total=None)
                     bar.update(rows[state.kernel.name], description=label, completed=state.tuner.trials)
         try:
-            summary = run_model(imported, tgt, database, config, MeasureConfig(threads=tgt.threads), update)
+            return run_model(imported, tgt, database, config, MeasureConfig(threads=tgt.threads), update)
         except KeyboardInterrupt:
             err.print("interrupted: every finished round is stored; building the best-so-far model")
-            summary = None
-    built = build_model(imported, tgt, database, progress=lambda line: as_json or err.print(line, highlight=False))
-    paths = export_model(built, tgt, Path(out_dir), database) if out_dir else []
-    if summary is None:
-        out.print("wrote " + ", ".join(map(str, paths)) if paths else "run the same command again to resume")
-        sys.exit(130)
-    timing = None
-    if compare and tgt.name == "cpu":
-        if not as_json:
-            err.print("timing torch eager, TVM's default build and the tuned model end to end ...")
-        timing = measure_end_to_end(built, tgt)
-        database.add_model_timing(imported.key, tgt.name, tgt.hardware, timing.as_dict())
-    if as_json:
-        print(json.dumps(model_json(summary, built, paths, timing)))
-    else:
-        out.print(model_table(summary, built, paths, timing))
+            return None
 
 
 @app.command()

@@ -12,5 +12,11 @@ class UserError(Exception):
         self.option = option
 
 
+class NotConvertible(UserError):
+    """TVM cannot take the whole model: its torch frontend does not convert an operator, or a
+    kernel does not compile even at its default schedule. The partitioner
+    (model/partition.py) can still take the rest, leaving such operators to PyTorch."""
+
+
 class TensortuneWarning(UserWarning):
     """Part of a model runs in PyTorch instead of TVM (the torch.compile backend), and why."""

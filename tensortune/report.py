@@ -115,8 +115,9 @@ def model_rows(summary, built) -> list[dict]:
     return rows
 
 
-def model_json(summary, built, paths, timing=None) -> dict:
-    """The tuned model as JSON; `timing` (model.end_to_end.EndToEnd) adds the end-to-end seconds."""
+def model_json(summary, built, paths, timing=None, in_torch: dict | None = None) -> dict:
+    """The tuned model as JSON; `timing` (model.end_to_end.EndToEnd) adds the end-to-end seconds,
+    `in_torch` what runs in PyTorch (None: nothing)."""
     default, tuned = summary.estimate
     return {"model": summary.model.name, "key": summary.model.key, "kernels": len(summary.tasks),
             "trials": summary.trials, "new_trials": summary.new_trials, "tuning_s": summary.tuning_s,
@@ -124,10 +125,12 @@ def model_json(summary, built, paths, timing=None) -> dict:
             "end_to_end": timing.as_dict() if timing else None, "torch_ops": built.torch_ops,
             "builds_ms": {name: seconds * 1e3 for name, seconds in built.timed.items()},
             "torch_ops_refused": built.refused or None, "checked_against_torch": built.error, "tasks": model_rows(summary, built),
-            "exported": [str(p) for p in paths]}
+            "exported": [str(p) for p in paths], "in_torch": in_torch}
 
 
-def model_table(summary, built, paths, timing=None) -> Table:
+def model_table(summary, built, paths, timing=None, in_torch: dict | None = None) -> Table:
+    """The tuned model's kernels, its end-to-end timing, and (`in_torch`, for a model TVM takes
+    in part: deploy/split_model.py) what runs in PyTorch."""
     default, tuned = summary.estimate
     grid = Table(title=f"{summary.model.name}: {len(summary.tasks)} kernels, {summary.trials} trials "
                        f"({summary.new_trials} new) in {summary.tuning_s:.0f} s")
@@ -137,10 +140,16 @@ def model_table(summary, built, paths, timing=None) -> Table:
         grid.add_row(row["function"], str(row["calls"]), _fmt(row["default_ms"], ".4f"), _fmt(row["best_ms"], ".4f"),
                      str(row["trials"]), row["status"])
     grid.caption = ((end_to_end_line(timing.as_dict()) + "\n" if timing else "") + _builds_line(built)
+                    + (in_torch["line"] + "\n" if in_torch else "")
                     + f"sum over kernels of calls x latency: default {default * 1e3:.3f} ms, tuned {tuned * 1e3:.3f} ms "
-                    f"({default / tuned:.2f}x); the built model matches torch eager within {built.error:.1e}"
+                    f"({default / tuned:.2f}x{_untimed(summary)}); the built model matches torch eager within {built.error:.1e}"
                     + (f"; wrote {', '.join(map(str, paths))}" if paths else ""))
     return grid
+
+
+def _untimed(summary) -> str:
+    untimed = summary.untimed
+    return f"; {len(untimed)} kernels not timed at their default, left out: {', '.join(untimed)}" if untimed else ""
 
 
 def _builds_line(built) -> str:

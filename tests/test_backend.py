@@ -2,10 +2,12 @@
 
 Small models with an operator TVM's frontend has no converter for (erfinv), a graph break,
 records written by one process and used by another, and regions that fail."""
+import json
 import subprocess
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,15 +17,15 @@ import tensortune
 from tensortune.errors import TensortuneWarning, UserError
 
 
-class WithErfinv(nn.Module):
-    """linear -> erfinv (no TVM converter) -> linear."""
+PARTIAL = Path(__file__).parent / "models" / "partial.py"
 
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 8)
 
-    def forward(self, x):
-        return self.b(torch.erfinv(torch.tanh(self.a(x)) * 0.5)).relu()
+def with_erfinv():
+    """linear -> erfinv (no TVM converter) -> linear, and an input."""
+    from tensortune.model.importer import load_factory
+
+    model, (x,) = load_factory(f"{PARTIAL}:with_erfinv")[1]
+    return model, x
 
 
 class WithBreak(nn.Module):
@@ -46,8 +48,7 @@ def compiled(module, **options):
 
 
 def test_an_operator_tvm_lacks_runs_in_torch_and_the_rest_in_tvm(tmp_path):
-    torch.manual_seed(0)
-    model, x = WithErfinv(), torch.randn(4, 16)
+    model, x = with_erfinv()
     fast, backend = compiled(model, db=str(tmp_path / "t.db"))
     with torch.no_grad():
         got, expected = fast(x), model(x)
@@ -66,8 +67,7 @@ def test_a_graph_break_compiles_both_graphs(tmp_path):
 
 
 def test_named_operators_stay_in_torch(tmp_path):
-    torch.manual_seed(0)
-    model, x = WithErfinv(), torch.randn(4, 16)
+    model, x = with_erfinv()
     fast, backend = compiled(model, db=str(tmp_path / "t.db"), torch_ops=("tanh",))
     with torch.no_grad():
         assert torch.allclose(fast(x), model(x), atol=1e-5)
@@ -75,8 +75,7 @@ def test_named_operators_stay_in_torch(tmp_path):
 
 
 def test_a_region_that_fails_its_first_call_check_falls_back_with_a_warning(tmp_path):
-    torch.manual_seed(0)
-    model, x = WithErfinv(), torch.randn(4, 16)
+    model, x = with_erfinv()
     fast, backend = compiled(model, db=str(tmp_path / "t.db"))
     with torch.no_grad():
         fast(x)  # compiles and checks each region on its first call
@@ -96,8 +95,7 @@ def test_a_region_whose_build_fails_runs_in_torch_with_a_warning(tmp_path, monke
         raise RuntimeError("no build today")
 
     monkeypatch.setattr(model_layer, "build_model", failing_build)
-    torch.manual_seed(0)
-    model, x = WithErfinv(), torch.randn(4, 16)
+    model, x = with_erfinv()
     fast, backend = compiled(model, db=str(tmp_path / "t.db"))
     with torch.no_grad(), pytest.warns(TensortuneWarning, match="no build today"):
         got = fast(x)
@@ -171,8 +169,7 @@ def test_gpt2_from_transformers_runs_with_what_tvm_cannot_compile_left_to_torch(
 
 def test_the_backend_is_found_by_name_with_its_options(tmp_path):
     """backend="tensortune" (the package's entry point), options through torch.compile."""
-    torch.manual_seed(0)
-    model, x = WithErfinv().eval(), torch.randn(4, 16)
+    model, x = with_erfinv()
     torch._dynamo.reset()
     fast = torch.compile(model, backend="tensortune", dynamic=False, options={"db": str(tmp_path / "t.db")})
     with torch.no_grad(), warnings.catch_warnings():
@@ -192,11 +189,32 @@ def test_a_node_whose_conversion_fails_is_found_by_halving_and_left_to_torch():
         if any(str(n.target) == "aten.tanh.default" for n in module.graph.nodes):
             raise RuntimeError("tanh does not lower today")
 
-    torch.manual_seed(0)
-    model, x = WithErfinv().eval(), torch.randn(4, 16)
+    model, x = with_erfinv()
     parts = partition(capture(model, (x,)), (x,), make_target("cpu", 2).spec, converts=converts)
     assert parts.in_torch == {"aten.tanh.default": 1, "aten.erfinv.default": 1}
     assert "tanh does not lower today" in parts.refused["aten.tanh.default"]
     assert len(parts.regions) >= 2 and 0 < parts.share_in_tvm < 1
     with torch.no_grad():
         assert torch.allclose(parts.graph(x), model(x))
+
+
+def test_tune_model_tunes_what_tvm_takes_and_leaves_the_rest_to_torch(tmp_path, in_process_cli):
+    """tune-model on a model TVM's frontend does not fully convert: the partitioner's regions
+    are tuned with one budget, built, checked and timed; the report says what stayed in
+    PyTorch and what share of the graph's eager time it costs. The backend then builds the
+    same kernels (same keys) from those records."""
+    code, out, err = in_process_cli("tune-model", f"{PARTIAL}:with_erfinv", "--trials", "4", "--batch", "4",
+                                    "--db", "t.db", "--json", cwd=tmp_path)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["in_torch"]["operators"] == {"aten.erfinv.default": 1}
+    assert 0 < summary["in_torch"]["share_of_eager_time"] < 1
+    assert summary["trials"] == 4 and summary["checked_against_torch"] < 1e-3 and summary["end_to_end"]["tuned_s"] > 0
+    model, x = with_erfinv()
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad():
+        assert torch.allclose(fast(x), model(x), atol=1e-5)
+    built = {k.workload.key for r in backend.regions for k in r.built.model.kernels}
+    assert built == {task["kernel"] for task in summary["tasks"]}
+    code, _, err = in_process_cli("tune-model", f"{PARTIAL}:with_erfinv", "--out", "here", "--db", "t.db", cwd=tmp_path)
+    assert code == 2 and err.startswith("error:") and "cannot be exported" in err and len(err.strip().splitlines()) == 1

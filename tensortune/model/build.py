@@ -190,7 +190,7 @@ def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[
     with torch.no_grad():
         out = model.module(*inputs)
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    return [t.numpy() for t in inputs], [t.detach().numpy() for t in outs]
+    return [t.detach().numpy() for t in inputs], [t.detach().numpy() for t in outs]
 
 
 def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> float:

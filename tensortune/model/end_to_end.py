@@ -54,13 +54,21 @@ def eager_seconds(model: ImportedModel, threads: int, inputs) -> float:
     """torch eager's seconds per call of the model's module, with `threads` intra-op threads."""
     import torch
 
+    tensors = [torch.from_numpy(a) for a in inputs]
+    return torch_seconds(lambda: model.module(*tensors), threads)
+
+
+def torch_seconds(call, threads: int) -> float:
+    """Seconds per call of `call()` (torch code, without autograd) with `threads` intra-op
+    threads: the median of warm repeats."""
+    import torch
+
     from ..measure.runner import time_on_cpu
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
-    tensors = [torch.from_numpy(a) for a in inputs]
     try:
         with torch.no_grad():
-            return statistics.median(time_on_cpu(lambda: model.module(*tensors), REPEATS, MIN_REPEAT_S))
+            return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
     finally:
         torch.set_num_threads(before)

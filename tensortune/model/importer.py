@@ -16,7 +16,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import NotConvertible, UserError
 from ..workloads.kernel import KernelWorkload
 from .fast_math import fast_math
 from .torch_ops import dispatch_to_torch
@@ -165,7 +165,7 @@ def to_relax(name: str, module, example_inputs: tuple):
             warnings.simplefilter("ignore")
             mod = from_exported_program(exported)
     except Exception as err:
-        raise UserError(f"TVM's torch frontend cannot convert {name}: {type(err).__name__}: {first_message(err)}") from None
+        raise NotConvertible(f"TVM's torch frontend cannot convert {name}: {type(err).__name__}: {first_message(err)}") from None
     return relax.transform.CanonicalizeBindings()(relax.transform.DecomposeOpsForInference()(mod))
 
 

@@ -22,7 +22,7 @@ from typing import Callable
 from ..db import Database, Task
 from ..measure.measurer import Measurer
 from ..measure.config import MeasureConfig
-from ..errors import UserError
+from ..errors import NotConvertible
 from ..measure.result import Label, Result, Status
 from ..space.default import DefaultSpace
 from ..target import Target, check_runnable
@@ -76,10 +76,17 @@ class ModelSummary:
 
     @property
     def estimate(self) -> tuple[float, float]:
-        """(default, tuned) seconds: the sum over the all-TVM build's kernels of calls x latency."""
+        """(default, tuned) seconds: the sum over the all-TVM build's kernels of calls x latency,
+        of those whose default could be timed (`untimed` names the others)."""
         keys = {k.workload.key for k in self.model.kernels}
-        tasks = [t for t in self.tasks if t.kernel.workload.key in keys]
+        tasks = [t for t in self.tasks if t.kernel.workload.key in keys and t.default.ok]
         return sum(t.kernel.calls * t.default.latency for t in tasks), sum(t.kernel.calls * t.latency for t in tasks)
+
+
+    @property
+    def untimed(self) -> list[str]:
+        """The kernels whose default could not be timed (left out of `estimate`), with why."""
+        return [f"{t.kernel.name}: {t.default.status.value}" for t in self.tasks if not t.default.ok]
 
 
 Progress = Callable[[list[TaskState], int, int], None]  # (tasks, trials done, trials wanted)
@@ -158,9 +165,8 @@ def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig
         (default,) = record(measurer, db, default_task(kernel.workload.key, target),
                             DefaultSpace(kernel.workload, target.spec), Label.DEFAULT, [{}])
     if default.status is Status.BUILD_ERROR:  # nor will the model: say so now, not after tuning
-        raise UserError(f"{kernel.name} does not compile in TVM even at its default schedule ({default.reason[:200]}); "
-                        "torch.compile(model, backend=tensortune.backend(mode=\"tune\")) runs such operators in PyTorch "
-                        "and tunes the rest")
+        raise NotConvertible(f"{kernel.name} does not compile in TVM even at its default schedule "
+                             f"({default.reason[:200]})")
     if not kernel.tunable or not default.ok:
         return TaskState(kernel, default)
     tuner = task_tuner(kernel.workload, target, db, config)
