@@ -1,5 +1,9 @@
 """End to end on whole models, in one sitting: torch eager, torch.compile (inductor), TVM
-untuned, MetaSchedule (its Relax integration) and tensortune with the same total trials.
+untuned, MetaSchedule (its Relax integration) and tensortune with the same total trials, and
+tensortune through torch.compile (its backend, from the same records).
+
+A model TVM takes only in part (hf_gpt2_tiny) is tuned as tune-model tunes it (its TVM regions,
+the rest in PyTorch: deploy/split_model.py); MetaSchedule cannot take it.
 
 Run alone on the machine (any other process distorts timings):
     .venv/bin/python benchmarks/models.py [--models resnet18 bert_layer] [--trials-per-task 32]
@@ -97,6 +101,8 @@ def metaschedule(model, target, trials: int, work_dir: str):
 
 def bench(name: str, args) -> dict:
     from tensortune.db import Database
+    from tensortune.deploy.split_model import build_split, end_to_end, import_split
+    from tensortune.errors import NotConvertible
     from tensortune.measure.config import MeasureConfig
     from tensortune.model import build_model, import_model
     from tensortune.model.build import build_checked, fresh_case
@@ -108,29 +114,68 @@ def bench(name: str, args) -> dict:
     target = make_target("cpu", THREADS)
     row = {"model": name, "torch": torch_latencies(name)}
     module, inputs = zoo.ZOO[name]()
-    model = import_model(name, module, inputs, target.spec, torch_ops=True)
-    tunable = sum(k.tunable for k in model.kernels)
-    trials = args.trials_per_task * tunable
-    row.update(kernels=len(model.kernels), tunable=tunable, trials=trials)
-    case, _ = fresh_case(model, 0)
-    row["tvm_untuned"] = vm_seconds(build_checked(model, target, {}, {}, seed=1).executable, case, target)
+    split = None
+    try:
+        model = import_model(name, module, inputs, target.spec, torch_ops=True)
+    except NotConvertible as why:  # TVM takes it in part: tuned as tune-model does (deploy/split_model.py)
+        split = import_split(name, module, inputs, target.spec, str(why))
+        model = split.as_one()
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"{tmp}/bench.db")  # fresh: every trial measured in this sitting
+
+        def tune(model):
+            tunable = sum(k.tunable for k in model.kernels)
+            row.update(kernels=len(model.kernels), tunable=tunable, trials=args.trials_per_task * tunable)
+            return tune_model(model, target, db, TuneConfig(trials=row["trials"], space=args.space, seed=args.seed),
+                              MeasureConfig(threads=THREADS), lambda states, done, wanted: print(
+                                  f"  {name}: {done}/{wanted} trials", file=sys.stderr, flush=True))
         start = time.perf_counter()
-        summary = tune_model(model, target, db, TuneConfig(trials=trials, space=args.space, seed=args.seed),
-                             MeasureConfig(threads=THREADS), lambda states, done, wanted: print(
-                                 f"  {name}: {done}/{wanted} trials", file=sys.stderr, flush=True))
-        built = build_model(model, target, db)
-        row["ours_wall_s"] = time.perf_counter() - start
-        row["ours"] = vm_seconds(built.executable, case, target)
-        row["ours_error"], row["ours_trials"] = built.error, summary.trials
-        row["torch_ops"] = built.torch_ops  # operations the kept build calls torch for
-        row["torch_ops_possible"] = model.with_torch_ops.torch_ops if model.with_torch_ops else 0
-        row["builds"] = built.timed  # each build's end-to-end seconds when the faster was chosen
-        if args.metaschedule:
-            executable, row["ms_wall_s"] = metaschedule(model, target, trials, f"{tmp}/ms")
+        try:
+            summary = tune(model)
+        except NotConvertible as why:  # converts, but a kernel does not compile: as above
+            split = import_split(name, module, inputs, target.spec, str(why))
+            model = split.as_one()
+            summary = tune(model)
+        row["ours_trials"] = summary.trials
+        if split is None:
+            built = build_model(model, target, db)
+            row["ours_wall_s"] = time.perf_counter() - start
+            case, _ = fresh_case(model, 0)
+            row["tvm_untuned"] = vm_seconds(build_checked(model, target, {}, {}, seed=1).executable, case, target)
+            row["ours"] = vm_seconds(built.executable, case, target)
+            row["ours_error"] = built.error
+            row["torch_ops"] = built.torch_ops  # operations the kept build calls torch for
+            row["torch_ops_possible"] = model.with_torch_ops.torch_ops if model.with_torch_ops else 0
+            row["builds"] = built.timed  # each build's end-to-end seconds when the faster was chosen
+            row["torch_share"] = 0.0
+        else:
+            _, builds = build_split(split, target, db)
+            row["ours_wall_s"] = time.perf_counter() - start
+            timing, row["torch_share"] = end_to_end(split, target, db)
+            row["tvm_untuned"], row["ours"] = timing.default_s, timing.tuned_s
+            row["ours_error"], row["torch_ops"], row["torch_ops_possible"], row["builds"] = max(
+                b.error for b in builds), 0, 0, {}
+            row["in_torch"] = split.parts.in_torch
+        row["via_torch_compile"] = via_torch_compile(name, target, f"{tmp}/bench.db")
+        if args.metaschedule and split is None:
+            executable, row["ms_wall_s"] = metaschedule(model, target, row["trials"], f"{tmp}/ms")
             row["metaschedule"] = vm_seconds(executable, case, target)
     return row
+
+
+def via_torch_compile(name: str, target, db: str) -> float:
+    """Seconds per call of the model under torch.compile(backend=tensortune.backend(db)): its
+    regions built from the records just tuned, the rest in PyTorch, timed in torch."""
+    import torch
+
+    import tensortune
+    from tensortune.model import zoo
+    from tensortune.model.end_to_end import torch_seconds
+
+    module, inputs = zoo.ZOO[name]()
+    torch._dynamo.reset()
+    fast = torch.compile(module, backend=tensortune.backend(db=db, threads=target.threads), dynamic=False)
+    return torch_seconds(lambda: fast(*inputs), target.threads)
 
 
 def table(rows: list[dict], args) -> str:
@@ -143,10 +188,11 @@ def table(rows: list[dict], args) -> str:
     lines = [*header(THREADS), f"budget: {args.trials_per_task} trials per tunable kernel for tensortune and MetaSchedule; space {args.space}",
              "latency ms (median, warm); ratios: how many times faster ours is than the column; torch ops: operations "
              "the kept build calls torch for / those it could (convolutions, matmuls); every activation in NCHW, "
-             "no Winograd (not built yet)", "",
+             "no Winograd (not built yet); compile: ours via torch.compile(backend=tensortune.backend(db)) from the "
+             "same records; in torch: share of the captured graph's eager time left in PyTorch", "",
              f"{'model':13}{'eager':>9}{'inductor':>9}{'max-auto':>9}{'untuned':>9}{'MS':>9}{'ours':>9}"
              f"{'/eager':>8}{'/induct':>8}{'/maxaut':>8}{'/untuned':>8}{'/MS':>8}{'ours s':>8}{'MS s':>8}{'MS s/ours s':>12}"
-             f"{'kernels':>8}{'trials':>7}{'torch ops':>10}"]
+             f"{'kernels':>8}{'trials':>7}{'torch ops':>10}{'compile':>9}{'/eager':>8}{'in torch':>9}"]
     for r in rows:
         t = r["torch"]
         lines.append(f"{r['model']:13}{ms(t.get('eager'))}{ms(t.get('inductor'))}{ms(t.get('max_autotune'))}"
@@ -155,12 +201,15 @@ def table(rows: list[dict], args) -> str:
                      f"{ratio(r['tvm_untuned'], r['ours'])}"
                      f"{ratio(r.get('metaschedule'), r['ours'])}{r['ours_wall_s']:8.0f}"
                      f"{r.get('ms_wall_s', float('nan')):8.0f}{ratio(r.get('ms_wall_s'), r['ours_wall_s']):>12}"
-                     f"{r['kernels']:8d}{r['trials']:7d}{r['torch_ops']:>5d}/{r['torch_ops_possible']:<4d}")
+                     f"{r['kernels']:8d}{r['trials']:7d}{r['torch_ops']:>5d}/{r['torch_ops_possible']:<4d}"
+                     f"{ms(r['via_torch_compile'])}{ratio(t.get('eager'), r['via_torch_compile'])}{r['torch_share']:9.0%}")
         for column in ("inductor", "max_autotune"):
             if f"{column}_error" in t:
                 lines.append(f"  {column} failed: {t[f'{column}_error']}")
         lines.append(f"  ours matches torch eager within {r['ours_error']:.1e} (relative); builds timed for the choice: "
-                     + ", ".join(f"{b} {seconds * 1e3:.3f} ms" for b, seconds in r["builds"].items()))
+                     + (", ".join(f"{b} {seconds * 1e3:.3f} ms" for b, seconds in r["builds"].items()) or "-"))
+        if "in_torch" in r:
+            lines.append(f"  TVM takes it in part; left in PyTorch: {r['in_torch']} (ours: the split model, MS cannot take it)")
     return "\n".join(lines)
 
 
