@@ -1,4 +1,4 @@
-"""The `tensortune` command: tune, tune-model, mcp, list, show, export, batch (export | run | import).
+"""The `tensortune` command: tune, tune-model, mcp, node, list, show, export, batch (export | run | import).
 
 Bad input never ends in a traceback: it is a one-line `error:` message and exit code 2.
 """
@@ -35,6 +35,8 @@ TARGET = typer.Option("cpu", "--target", help="where kernels run: cpu | cuda")
 ARCH = typer.Option("sm_90", "--arch", help="GPU architecture for --target cuda (sm_80, sm_90, ...)")
 THREADS = typer.Option(None, "--threads", help="threads per kernel (default: the cores this process may use)")
 MCPU = typer.Option(None, "--mcpu", help="LLVM CPU name (default: this machine's, e.g. znver4)")
+CLUSTER = typer.Option(None, "--cluster", help="a Ray cluster's address (auto: the one this machine is in): builds "
+                       "and timings on its nodes (README, 'Scale out on Ray'); without it, nothing of Ray is used")
 # the lists in the help come from the registries (search/__init__.py, space/__init__.py)
 ASK_TELL = " | ".join(STRATEGIES)
 OPTION = typer.Option(None, "--option", help="a strategy's option, KEY=VALUE (repeatable; 'tensortune strategies' "
@@ -68,8 +70,11 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
          baselines: bool = typer.Option(True, help="also time numpy (and torch) on the same machine"),
          warm_start_family: bool = typer.Option(False, "--warm-start-family",
                                                 help="also learn from records of other shapes of this operator"),
-         as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
-    """Tune WORKLOAD: search, verify, time, store; then report naive, hand, tuned and vendor times."""
+         cluster: Optional[str] = CLUSTER,
+         as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object (one per line, "
+                                      "one per device class, with --cluster)")) -> None:
+    """Tune WORKLOAD: search, verify, time, store; then report naive, hand, tuned and vendor times. With --cluster,
+    once per device class of the cluster (each class its own task)."""
     from . import report
     from .measure.baselines import measure_baselines
     from .measure.config import MeasureConfig
@@ -86,22 +91,43 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
     if warm_start_family and space not in KIND:
         raise UserError(f"--warm-start-family needs a template space (cpu-template, cuda-template): the knobs of "
                         f"'{space}' differ from shape to shape, so other shapes' records do not carry over")
-    check_runnable(tgt)
+    targets = _device_classes(tgt, cluster)
+    check_runnable(targets[0])
     check_memory(wl)
     database = _open_db(db)  # only once every check passed: a refused command leaves no database
     config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
                         warm_start_family=warm_start_family, options=tuple(options.items()))
-    with _progress(as_json) as bar:
-        job = bar.add_task(f"tuning {wl.preset or wl.key}", total=trials)
-        update = lambda done, total, best: bar.update(  # noqa: E731
-            job, completed=done, description=f"tuning {wl.preset or wl.key}  best {_ms(best)}")
-        summary = run_tuner(wl, tgt, database, config, MeasureConfig(threads=tgt.threads), update)
-    if baselines and wl.family.source is None and tgt.name == "cpu":
-        summary.baselines = measure_baselines(wl.name, wl.shape, tgt.threads)
-    if as_json:
-        print(json.dumps(report.as_json(summary)))
-    else:
-        out.print(report.table(summary))
+    for tgt in targets:
+        with _progress(as_json) as bar:
+            where = f" on {tgt.hardware}" if cluster else ""
+            job = bar.add_task(f"tuning {wl.preset or wl.key}{where}", total=trials)
+            update = lambda done, total, best: bar.update(  # noqa: E731
+                job, completed=done, description=f"tuning {wl.preset or wl.key}{where}  best {_ms(best)}")
+            summary = run_tuner(wl, tgt, database, config, MeasureConfig(threads=tgt.threads, cluster=cluster), update)
+        if baselines and wl.family.source is None and tgt.name == "cpu" and not cluster:  # torch times here, not there
+            summary.baselines = measure_baselines(wl.name, wl.shape, tgt.threads)
+        if as_json:
+            print(json.dumps(report.as_json(summary)))
+        else:
+            out.print(report.table(summary))
+
+
+def _device_classes(tgt, cluster: str | None, one: bool = False) -> list:
+    """The target once per device class of the Ray cluster at `cluster` (its records keyed by
+    the class), or as it is without a cluster; `one`: the command takes a single class."""
+    if not cluster:
+        return [tgt]
+    from .measure.cluster import device_classes, node_command
+
+    classes = device_classes(cluster)
+    if not classes:
+        raise UserError(f"the Ray cluster has no device node; start one on each machine that times kernels with: "
+                        f"{node_command(tgt.hardware)}", option="--cluster")
+    if one and len(classes) > 1:
+        raise UserError(f"the Ray cluster has {len(classes)} device classes ({', '.join(sorted(classes))}); this "
+                        "command times on one: tune each class with 'tensortune tune --cluster', or use a cluster of "
+                        "one class", option="--cluster")
+    return [replace(tgt, device_class=name) for name in sorted(classes)]
 
 
 @app.command("tune-model")
@@ -121,6 +147,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
                                               "implements (convolution, matmul; CPU) and keep it where faster"),
                compare: bool = typer.Option(True, help="time torch eager, TVM's default build and the tuned model "
                                             "end to end (CPU targets)"),
+               cluster: Optional[str] = CLUSTER,
                as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
     """Tune every kernel of a PyTorch model with one budget; build it, check it against torch, time it against torch
     eager, export it."""
@@ -136,7 +163,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
         raise UserError(f"--strategy {strategy} tunes single operators; for a model use one of {', '.join(STRATEGIES)}")
     options = _options(option)
     check_options(strategy, options)
-    tgt = _target(target, threads, mcpu, arch)
+    [tgt] = _device_classes(_target(target, threads, mcpu, arch), cluster, one=True)
     check_runnable(tgt, model)
     os.environ["TVM_NUM_THREADS"] = str(tgt.threads)  # the model is checked and timed in this process too
     check_fits(space, tgt.spec)
@@ -147,7 +174,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     try:
         imported = import_model(name, module, inputs, tgt.spec, torch_ops=torch_ops)
         database = _open_db(db)  # only once the model is in: a model that cannot come in leaves no database
-        summary = _tune_imported(imported, tgt, database, config, as_json)
+        summary = _tune_imported(imported, tgt, database, config, as_json, cluster)
     except NotConvertible as why:  # the partitioner takes what TVM can; the rest stays in PyTorch
         if out_dir:
             raise UserError(f"{why}: a model that runs partly in PyTorch cannot be exported as one TVM library; "
@@ -157,7 +184,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
         if not as_json:
             err.print(f"{why}: tuning the parts TVM takes; {in_torch_line(split, None)}", highlight=False)
         imported, database = split.as_one(), database or _open_db(db)
-        summary = _tune_imported(imported, tgt, database, config, as_json)
+        summary = _tune_imported(imported, tgt, database, config, as_json, cluster)
     if split is not None:
         graph, builds = build_split(split, tgt, database)
         built, paths = combined(split, builds), []
@@ -168,7 +195,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
         out.print("wrote " + ", ".join(map(str, paths)) if paths else "run the same command again to resume")
         sys.exit(130)
     timing, share = None, None
-    if compare and tgt.name == "cpu":
+    if compare and tgt.name == "cpu" and not cluster:  # end to end here; with a cluster, kernels were timed there
         if not as_json:
             err.print("timing torch eager, TVM's default build and the tuned model end to end ...")
         timing, share = end_to_end(split, tgt, database) if split else (measure_end_to_end(built, tgt), None)
@@ -181,7 +208,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
         out.print(model_table(summary, built, paths, timing, in_torch))
 
 
-def _tune_imported(imported, tgt, database, config, as_json: bool):
+def _tune_imported(imported, tgt, database, config, as_json: bool, cluster: str | None):
     """The model's kernels tuned with one budget (config.trials; 0: the default for the
     model), with a progress display; None if interrupted (every finished round is stored)."""
     from .measure.config import MeasureConfig
@@ -205,7 +232,7 @@ def _tune_imported(imported, tgt, database, config, as_json: bool):
                         rows[state.kernel.name] = bar.add_task(label, total=None)
                     bar.update(rows[state.kernel.name], description=label, completed=state.tuner.trials)
         try:
-            return run_model(imported, tgt, database, config, MeasureConfig(threads=tgt.threads), update)
+            return run_model(imported, tgt, database, config, MeasureConfig(threads=tgt.threads, cluster=cluster), update)
         except KeyboardInterrupt:
             err.print("interrupted: every finished round is stored; building the best-so-far model")
             return None
@@ -213,7 +240,7 @@ def _tune_imported(imported, tgt, database, config, as_json: bool):
 
 @app.command()
 def mcp(db: str = DB, target: str = TARGET, threads: Optional[int] = THREADS, mcpu: Optional[str] = MCPU,
-        arch: str = ARCH,
+        arch: str = ARCH, cluster: Optional[str] = CLUSTER,
         trials: int = typer.Option(256, "--trials", min=1, help="measurements the session may make, all tasks together"),
         seconds: float = typer.Option(3600.0, "--seconds", min=1, help="wall time the session may measure for")) -> None:
     """Serve the tuning loop to an agent: a Model Context Protocol server on stdin/stdout (see README, "Agents")."""
@@ -224,9 +251,19 @@ def mcp(db: str = DB, target: str = TARGET, threads: Optional[int] = THREADS, mc
 
     if importlib.util.find_spec("mcp") is None:
         raise UserError("the MCP server needs the mcp package: pip install -e '.[agents]'")
-    tgt = _target(target, threads, mcpu, arch)
+    [tgt] = _device_classes(_target(target, threads, mcpu, arch), cluster, one=True)
     check_runnable(tgt)
-    serve(Workbench(_open_db(db), tgt, MeasureConfig(threads=tgt.threads), Budget(trials, seconds)))
+    serve(Workbench(_open_db(db), tgt, MeasureConfig(threads=tgt.threads, cluster=cluster), Budget(trials, seconds)))
+
+
+@app.command()
+def node(cluster: str = typer.Option("HEAD:6379", "--cluster", help="the Ray head's address"),
+         target: str = TARGET, threads: Optional[int] = THREADS, mcpu: Optional[str] = MCPU, arch: str = ARCH) -> None:
+    """Print this machine's device class and the command that joins it to a Ray cluster as a device node."""
+    from .measure.cluster import node_command
+
+    tgt = _target(target, threads, mcpu, arch)
+    out.print(f"device class: {tgt.hardware}\n{node_command(tgt.hardware, cluster)}", highlight=False)
 
 
 @app.command()

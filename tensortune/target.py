@@ -21,11 +21,14 @@ class Target:
     spec: dict  # TVM's dict form (strings like "llvm -mcpu=..." are rejected by TVM 0.27)
     threads: int
     gpu: str = ""  # the GPU's name, where it is known (a local GPU, or a batch's results)
+    device_class: str = ""  # a Ray cluster's device class (measure/cluster.py), timing on its devices
 
     @property
     def hardware(self) -> str:
         """Which machine a timing belongs to: CPU model, ISA level and thread count; or the
-        GPU's architecture and name."""
+        GPU's architecture and name; or, tuning on a cluster, the device class timing it."""
+        if self.device_class:
+            return self.device_class
         if self.name == "cuda":
             return cuda_hardware(self.spec["arch"], self.gpu)
         text = f"{cpu_model()}|{self.spec.get('mcpu')}|{self.threads}"
@@ -78,8 +81,9 @@ def tvm_target(spec: dict):
 
 def check_runnable(target: Target, model: str | None = None) -> None:
     """Kernels for this target can run on this machine, or a UserError saying what to do
-    (for a model's kernels, `model` is how the user named it)."""
-    if target.name == "cuda" and not target.gpu:
+    (for a model's kernels, `model` is how the user named it). A target timed on a Ray
+    cluster's devices (`device_class`) runs there, not here."""
+    if target.name == "cuda" and not target.gpu and not target.device_class:
         what = f"--model {model}" if model else "WORKLOAD ..."
         raise UserError(f"no CUDA GPU here (or no driver): build a batch with 'tensortune batch export {what} "
                         "--target cuda --out BATCH', run 'python BATCH/runner.py BATCH' on the GPU host, then "

@@ -1,6 +1,6 @@
-"""A TEST DOUBLE of a search space, for contract tests of the evaluators: three named points of
-one GEMM, the correct naive kernel, an invalid point, and a kernel that clamps its outputs at
-10. The clamp passes the timed draw (uniform inputs in [-1, 1] keep every output far below 10)
+"""A TEST DOUBLE of a search space, for contract tests of the evaluators: named points of one
+GEMM, the correct naive kernel, an invalid point, a kernel that hangs (its reduction runs
+2^30 times too long), and a kernel that clamps its outputs at 10. The clamp passes the timed draw (uniform inputs in [-1, 1] keep every output far below 10)
 and is caught only by the large and exact draws: the kind of kernel one check would pass."""
 import tvm
 from tvm import s_tir, te
@@ -20,8 +20,15 @@ def clamped_gemm(M, N, K):
     return te.create_prim_func([A, B, C])
 
 
+def hanging_gemm(M, N, K):
+    A, B = te.placeholder((M, K), name="A"), te.placeholder((K, N), name="B")
+    k = te.reduce_axis((0, K << 30), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k % K] * B[k % K, j], axis=k), name="C")
+    return te.create_prim_func([A, B, C])
+
+
 class MutantSpace:
-    """Points {"kernel": "naive" | "clamped" | "invalid"} of a GEMM (a test double, see above)."""
+    """Points {"kernel": "naive" | "clamped" | "hangs" | "invalid"} of a GEMM (a test double, see above)."""
 
     name = "mutants"
 
@@ -34,4 +41,6 @@ class MutantSpace:
             return self.template.apply(self.template.named("naive"))
         if point["kernel"] == "clamped":
             return s_tir.Schedule(clamped_gemm(**SHAPE))
+        if point["kernel"] == "hangs":
+            return s_tir.Schedule(hanging_gemm(**SHAPE))
         raise InvalidPoint("this point is invalid on purpose")

@@ -124,3 +124,11 @@ def test_list_names_families_and_presets():
     assert done.returncode == 0
     for name in ("gemm", "conv1d", "dwconv2d", "dwsep_conv2d", "gemm-1024", "conv1d-1024", "dwconv2d-seed"):
         assert name in done.stdout
+
+
+def test_an_unreachable_cluster_is_one_error_line_and_no_database(tmp_path, in_process_cli):
+    code, _, stderr = in_process_cli("tune", "gemm-1024", "--trials", "4", "--cluster", "127.0.0.1:1", "--db", "t.db",
+                                     cwd=tmp_path)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "--cluster" in lines[0], stderr
+    assert not (tmp_path / "t.db").exists()

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from ..db import Database, Task
 from ..errors import UserError
 from ..measure.config import MeasureConfig
-from ..measure.measurer import Measurer
+from ..measure import make_evaluator
+from ..measure.evaluator import Evaluator
 from ..measure.result import Result
 from ..measure.result import Label, Status
 from ..measure.roofline import floor_s, position
@@ -50,7 +51,7 @@ class Workbench:
         self._spaces: dict[tuple[str, str], object] = {}
         self._workloads: dict[str, object] = {}
         self._models: dict[str, object] = {}
-        self._measurer: Measurer | None = None
+        self._measurer: Evaluator | None = None
         self._tuners: dict[tuple[str, str], TaskTuner] = {}  # (workload key, space): the task's rounds
         self._claims = ExitStack()  # the tasks this workbench measures, held until it closes
 
@@ -262,9 +263,9 @@ class Workbench:
             out["vendor"] = measure_baselines(workload.name, workload.shape, self.target.threads)  # as `tune` does
         return {"task": task, "space": name, **out}
 
-    def _ensure_measurer(self) -> Measurer:
+    def _ensure_measurer(self) -> Evaluator:
         if self._measurer is None:
-            self._measurer = Measurer(self.target.spec, self.config)
+            self._measurer = make_evaluator(self.target, self.config)
         return self._measurer
 
     def close(self) -> None:

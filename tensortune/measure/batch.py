@@ -139,11 +139,10 @@ class BatchEvaluator:
     def measure(self, space, points: list[Point], cutoff_s: float = float("inf"),
                 final: bool = False) -> list[Result]:
         cfg = self.config
-        timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
-                  else Timing(cfg.repeat, cfg.min_repeat_ms, cutoff_s=cutoff_s))
+        timing = cfg.timing(final, cutoff_s)
         folder = Path(self.tmp.name) / str(next(self.calls))
         writer = BatchWriter(folder, self.target, self.builder, timing)
-        ids = writer.add(space, [(Label.SEARCH, p) for p in points], self.builder.draw_seed(space.workload, final))
+        ids = writer.add(space, [(Label.SEARCH, p) for p in points], self.builder.draws.seed(space.workload, final))
         writer.close()
         run_here(folder, self.timeout_s, cfg.threads, baselines=False, quiet=True)
         manifest, results = read_batch(folder)

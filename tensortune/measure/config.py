@@ -29,6 +29,13 @@ class MeasureConfig:
     final_repeat: int = 15  # re-timing of naive, hand and the best candidates
     final_min_repeat_ms: int = 50
     seed: int = 0  # for the random inputs of verification
+    cluster: str | None = None  # a Ray cluster's address ("auto"): builds and timings there (measure/cluster.py)
+
+    def timing(self, final: bool, cutoff_s: float = float("inf")) -> "Timing":
+        """The careful final timing, or the search timing with its cutoff."""
+        if final:
+            return Timing(self.final_repeat, self.final_min_repeat_ms)
+        return Timing(self.repeat, self.min_repeat_ms, cutoff_s=cutoff_s)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import tempfile
 
 from ..points import InvalidPoint, Point, point_key
 from . import cores, tasks
-from .config import MeasureConfig, Timing
+from .config import MeasureConfig
 from .pool import Outcome, WorkerPool
 from .result import Result, Status
 
@@ -26,7 +26,7 @@ class Measurer:
         self.target, self.config = target, config
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.serial = itertools.count()
-        self.rounds = itertools.count()  # fresh input draws each round (see draw_seed)
+        self.draws = DrawSeeds(config.seed)
         # libraries of kernels that ran correctly, kept until close: a point measured again
         # (the final re-timing of the best, a re-check) is not compiled again
         self.built: dict[tuple, tuple[str, float]] = {}  # (workload, space, point) -> (path, build seconds)
@@ -42,36 +42,25 @@ class Measurer:
         cfg = self.config
         keys = [(space.workload.ident, space.name, point_key(p)) for p in points]
         paths, builds = self._build_once(space, points, keys)
-        timing = (Timing(cfg.final_repeat, cfg.final_min_repeat_ms) if final
-                  else Timing(cfg.repeat, cfg.min_repeat_ms, cutoff_s=cutoff_s))
+        timing = cfg.timing(final, cutoff_s)
         built = [i for i, b in enumerate(builds) if b.ok]
         # a kernel past the cutoff is only timed once, so it may run 8x the cutoff at most
         # (enough for the careful timing of one just under it); slower ones are stopped
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
         device = "cuda" if self.target["kind"] == "cuda" else "cpu"
-        seed = self.draw_seed(space.workload, final)
+        seed = self.draws.seed(space.workload, final)
         with cores.turn(alone=True):  # no other tensortune process builds or times meanwhile
             runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, seed, device)
                                     for i in built], run_timeout)
         results = [build_failure(b) for b in builds]
         for i, outcome in zip(built, runs):
-            results[i] = _run_result(outcome, builds[i].value)
+            results[i] = run_result(outcome, builds[i].value)
             if results[i].ok:
                 self.built[keys[i]] = (paths[i], builds[i].value)
             else:
                 for leftover in glob.glob(os.path.splitext(paths[i])[0] + ".*"):
                     os.remove(leftover)
         return results
-
-    def draw_seed(self, workload, final: bool) -> int:
-        """The seed of this round's input draws. A workload with a NumPy reference gets fresh
-        draws every round (its expected outputs are cheap to recompute), so no kernel is
-        accepted because it suits one fixed draw; one checked against its own unscheduled
-        kernel (a model's) keeps one seed for search, as recomputing costs a slow reference
-        run per draw, and its winners are re-checked on a second seed (`final`)."""
-        if workload.family.reference is not None:
-            return self.config.seed + 2 + next(self.rounds)
-        return self.config.seed + 1 if final else self.config.seed
 
     def _build_once(self, space, points: list[Point], keys: list[tuple]) -> tuple[list[str], list[Outcome]]:
         """(library paths, build outcomes) of the points, compiling only those not built before."""
@@ -88,7 +77,7 @@ class Measurer:
     def build(self, space, points: list[Point], paths: list[str]) -> list[Outcome]:
         """Schedule here, compile in the workers; an invalid point never reaches a worker.
         Also used alone, for a batch that another machine runs."""
-        outcomes = [_schedule(space, p) for p in points]
+        outcomes = [schedule(space, p) for p in points]
         todo = [i for i, o in enumerate(outcomes) if o.ok]
         jobs = [tasks.BuildTask(outcomes[i].value, self.target, paths[i]) for i in todo]
         with cores.turn(alone=False):  # alongside other processes' builds, never their timing
@@ -109,7 +98,25 @@ class Measurer:
         self.close()
 
 
-def _schedule(space, point: dict) -> Outcome:
+class DrawSeeds:
+    """The seed of each round's input draws."""
+
+    def __init__(self, seed: int):
+        self.base = seed
+        self.rounds = itertools.count()
+
+    def seed(self, workload, final: bool) -> int:
+        """A workload with a NumPy reference gets fresh draws every round (its expected
+        outputs are cheap to recompute), so no kernel is accepted because it suits one fixed
+        draw; one checked against its own unscheduled kernel (a model's) keeps one seed for
+        search, as recomputing costs a slow reference run per draw, and its winners are
+        re-checked on a second seed (`final`)."""
+        if workload.family.reference is not None:
+            return self.base + 2 + next(self.rounds)
+        return self.base + 1 if final else self.base
+
+
+def schedule(space, point: dict) -> Outcome:
     """The scheduled module as JSON for a builder, or the reason the point is invalid."""
     import tvm
 
@@ -128,7 +135,8 @@ def build_failure(outcome: Outcome) -> Result | None:
     return Result(Status(f"build_{outcome.kind}"), outcome.reason)
 
 
-def _run_result(outcome: Outcome, build_s: float) -> Result:
+def run_result(outcome: Outcome, build_s: float) -> Result:
+    """The result of a candidate that built, from its run worker's outcome."""
     if not outcome.ok:
         return Result(Status(f"run_{outcome.kind}"), outcome.reason, build_s=build_s)
     return Result.from_run(outcome.value, build_s, outcome.value.get("threads", 0))

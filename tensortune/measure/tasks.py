@@ -68,7 +68,7 @@ def build(task: BuildTask) -> float:
 def draws_cache(make):
     """Cache `make(workload, seed)` in the run worker, the two latest seeds of each workload
     (a round's draw and the winners' re-check draw): each round of a workload with a NumPy
-    reference brings a fresh seed (see Measurer.draw_seed), and a model's tasks share one worker."""
+    reference brings a fresh seed (see measurer.DrawSeeds), and a model's tasks share one worker."""
     cache: dict[tuple, object] = {}
 
     @wraps(make)

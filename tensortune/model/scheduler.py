@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..db import Database, Task
-from ..measure.measurer import Measurer
+from ..measure import make_evaluator
+from ..measure.evaluator import Evaluator
 from ..measure.config import MeasureConfig
 from ..errors import NotConvertible
 from ..measure.result import Label, Result, Status
@@ -104,7 +105,7 @@ def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneC
 def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
     start = time.perf_counter()
     db.add_model(model.name, model.key, model.kernel_rows())
-    with Measurer(target.spec, measure) as measurer:
+    with make_evaluator(target, measure) as measurer:
         states = [_state(k, target, db, config, measurer) for k in model.all_kernels()]
         tuned = [s for s in states if s.tuner]
         past = sum(s.tuner.trials for s in tuned)
@@ -158,7 +159,7 @@ def _torch_seconds(build: ImportedModel, target: Target, by_key: dict[str, TaskS
     return max(0.0, whole - sum(k.calls * by_key[k.workload.key].default.latency for k in build.kernels))
 
 
-def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig, measurer: Measurer) -> TaskState:
+def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig, measurer: Evaluator) -> TaskState:
     """The kernel's default, measured once and stored; a tuner for a kernel that can be tuned."""
     default = stored_default(db, kernel.workload.key, target)
     if default is None:

@@ -21,7 +21,7 @@ import numpy as np
 from ..db import Database, Task
 from ..errors import UserError
 from ..measure.batch import BatchResults, BatchWriter, read_batch, result_of
-from ..measure.config import MeasureConfig, Timing
+from ..measure.config import MeasureConfig
 from ..measure.measurer import Measurer
 from ..measure.result import Label
 from ..measure.roofline import floor_s
@@ -83,7 +83,7 @@ def export_batch(workloads: list[Workload], target: Target, out: Path, count: in
     space = space or TEMPLATES[target.spec["kind"]]
     tuned, baselines = {wl.key for wl in workloads}, {wl.key for wl in defaults}
     with Measurer(target.spec, config) as measurer:
-        writer = BatchWriter(out, target, measurer, Timing(config.final_repeat, config.final_min_repeat_ms), model)
+        writer = BatchWriter(out, target, measurer, config.timing(final=True), model)
         for wl in {wl.key: wl for wl in [*defaults, *workloads]}.values():
             batches = ([(DefaultSpace(wl, target.spec), [(Label.DEFAULT, {})])] if wl.key in baselines else [])
             if wl.key in tuned:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..db import Database, Task
+from ..measure import make_evaluator
 from ..measure.config import MeasureConfig
 from ..measure.evaluator import Evaluator
-from ..measure.measurer import Measurer
 from ..measure.result import Label, Result, Status
 from ..measure.roofline import floor_s
 from ..points import InvalidPoint, Point
@@ -86,7 +86,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
     space = TraceSpace.name if config.strategy == metaschedule.NAME else config.space
     with db.claim([Task(workload.key, target.name, target.hardware, space)]):
         start = time.perf_counter()  # tuning time includes setting up the space and the workers
-        with Measurer(target.spec, measure) as measurer:
+        with make_evaluator(target, measure) as measurer:
             if config.strategy == metaschedule.NAME:
                 tuner, tuning_s = _metaschedule_tuner(workload, target, db, config, measure)
             else:

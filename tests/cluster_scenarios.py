@@ -1,0 +1,122 @@
+"""The Ray scenarios of tests/test_cluster.py, run as one script in a network namespace of its
+own (`unshare -n`, loopback up), so the real local Ray cluster binds 127.0.0.1 only. One
+cluster serves every scenario: a head node (builds) and device nodes, each declaring a fake
+device class as its custom resource (`tensortune-device:fake-a`, ...) as a real device node
+declares its hardware. Writes each scenario's findings, as JSON, to the file named by argv[1].
+
+    unshare -n sh -c 'ip link set lo up && python tests/cluster_scenarios.py out.json'
+"""
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import replace
+
+sys.path.insert(0, os.path.dirname(__file__))  # tests/mutants.py
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from tensortune.db import Database  # noqa: E402
+from tensortune.measure.cluster import DEVICE, RayEvaluator  # noqa: E402
+from tensortune.measure.config import MeasureConfig  # noqa: E402
+from tensortune.target import make_target  # noqa: E402
+from tensortune.tuning.tuner import TuneConfig, tune  # noqa: E402
+from tensortune.workloads import get_workload  # noqa: E402
+
+QUICK = dict(threads=1, repeat=3, min_repeat_ms=1, final_repeat=3, final_min_repeat_ms=1)
+TUNE = TuneConfig(trials=8, strategy="random", seed=0, batch=4, space="cpu-template", final_top=1)
+
+
+def _records(db_path: str) -> dict:
+    db = Database(db_path)
+    try:
+        return {task.hardware: sorted((json.dumps(r.point, sort_keys=True), r.result.status.value)
+                                      for r in db.records(task)) for task in db.tasks()}
+    finally:
+        db.close()
+
+
+def same_records(address: str, tmp: str) -> dict:
+    """The same tune (random search, one seed) locally and over the cluster."""
+    wl, target = get_workload("gemm", "32,32,32"), make_target("cpu", 1)
+    for where, tgt, cluster in (("local", target, None), ("cluster", replace(target, device_class="fake-a"), address)):
+        db = Database(f"{tmp}/{where}.db")
+        tune(wl, tgt, db, TUNE, MeasureConfig(**QUICK, cluster=cluster))
+        db.close()
+    return {"local": _records(f"{tmp}/local.db"), "cluster": _records(f"{tmp}/cluster.db"),
+            "local_hardware": target.hardware}
+
+
+def hanging(address: str) -> dict:
+    """A kernel that hangs, among correct ones: it costs itself only."""
+    from mutants import MutantSpace
+
+    target = make_target("cpu", 1)
+    space = MutantSpace(target.spec)
+    config = MeasureConfig(**QUICK, run_timeout_s=3.0, cluster=address)
+    with RayEvaluator(target.spec, config, "fake-a") as evaluator:
+        start = time.perf_counter()
+        results = evaluator.measure(space, [{"kernel": "naive"}, {"kernel": "hangs"}, {"kernel": "naive"},
+                                            {"kernel": "clamped"}])
+        return {"statuses": [r.status.value for r in results], "reasons": [r.reason for r in results],
+                "seconds": time.perf_counter() - start}
+
+
+def node_lost(cluster, address: str, node) -> dict:
+    """A device node removed while a round runs: nothing finished is lost, its jobs go to
+    the device left, every point is answered once."""
+    from mutants import MutantSpace
+
+    target = make_target("cpu", 1)
+    space = MutantSpace(target.spec)
+    slow = {**QUICK, "repeat": 3, "min_repeat_ms": 100}  # each timing lasts 0.3 s: the node goes mid-round
+    with RayEvaluator(target.spec, MeasureConfig(**slow, cluster=address), "fake-a") as evaluator:
+        evaluator.measure(space, [{"kernel": "naive"}] * 2)  # the actors are up
+        devices = len(evaluator.devices)
+        killer = threading.Timer(2.0, cluster.remove_node, args=(node,))
+        killer.start()
+        results = evaluator.measure(space, [{"kernel": "naive"}] * 24)  # ~4 s on two devices
+        killer.join()
+        return {"devices_before": devices, "devices_after": len(evaluator.devices),
+                "statuses": [r.status.value for r in results], "lost": evaluator.lost}
+
+
+def two_classes(address: str, tmp: str) -> dict:
+    """`tensortune tune --cluster` with two device classes: two tasks, one per class."""
+    from tensortune import cli
+
+    sys.argv = ["tensortune", "tune", "gemm", "--shape", "32,32,32", "--trials", "4", "--batch", "4",
+                "--strategy", "random", "--threads", "1", "--db", f"{tmp}/classes.db", "--cluster", address, "--json"]
+    try:
+        cli.main()
+    except SystemExit as done:
+        if done.code:
+            return {"exit": done.code}
+    return {"exit": 0, "records": {hw: len(r) for hw, r in _records(f"{tmp}/classes.db").items()}}
+
+
+def main(out: str) -> None:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1, resources={DEVICE + "fake-a": 1})
+    second = cluster.add_node(num_cpus=1, resources={DEVICE + "fake-a": 1})
+    cluster.wait_for_nodes()
+    found = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        found["same_records"] = same_records(cluster.address, tmp)
+        found["hanging"] = hanging(cluster.address)
+        found["node_lost"] = node_lost(cluster, cluster.address, second)
+        cluster.add_node(num_cpus=1, resources={DEVICE + "fake-b": 1})
+        cluster.wait_for_nodes()
+        found["two_classes"] = two_classes(cluster.address, tmp)
+    with open(out, "w") as f:
+        json.dump(found, f)
+    import ray
+
+    ray.shutdown()
+    cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

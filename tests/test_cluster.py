@@ -1,0 +1,55 @@
+"""Tuning over a real local Ray cluster (measure/cluster.py): a head and device nodes on this
+machine, in a network namespace of their own so Ray binds loopback only. The scenarios run
+as one script (tests/cluster_scenarios.py: one cluster for the module); each test checks one
+of its findings."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="the cluster extra is not installed: pip install -e '.[cluster]'")
+pytestmark = pytest.mark.slow
+
+
+def _namespace_ok() -> bool:
+    return shutil.which("unshare") is not None and subprocess.run(["unshare", "-n", "true"]).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory):
+    if not _namespace_ok():
+        pytest.skip("needs a network namespace of its own (unshare -n, as root) to keep Ray on loopback")
+    out = tmp_path_factory.mktemp("cluster") / "found.json"
+    script = Path(__file__).parent / "cluster_scenarios.py"
+    done = subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && {sys.executable} {script} {out}"],
+                          capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_a_tune_over_the_cluster_stores_what_a_local_tune_stores(found):
+    same = found["same_records"]
+    (local,), (cluster,) = same["local"].values(), same["cluster"].values()
+    assert list(same["cluster"]) == ["fake-a"] and list(same["local"]) == [same["local_hardware"]]
+    assert cluster == local and len(cluster) == len(set(p for p, _ in cluster)) == 8  # no point twice
+    assert all(status == "ok" for _, status in cluster)
+
+
+def test_a_hanging_kernel_costs_one_candidate(found):
+    hanging = found["hanging"]
+    assert hanging["statuses"] == ["ok", "run_timeout", "ok", "wrong"], hanging["reasons"]
+    assert hanging["seconds"] < 60
+
+
+def test_a_lost_node_loses_no_record_and_the_run_finishes(found):
+    lost = found["node_lost"]
+    assert lost["devices_before"] == 2 and lost["devices_after"] == 1 and lost["lost"]
+    assert lost["statuses"] == ["ok"] * 24
+
+
+def test_two_device_classes_are_two_tasks(found):
+    classes = found["two_classes"]
+    assert classes["exit"] == 0 and classes["records"] == {"fake-a": 4, "fake-b": 4}
