@@ -63,7 +63,7 @@ class Backend:
         import torch
 
         from ..measure.config import MeasureConfig
-        from ..model.partition import capture, partition
+        from ..model.partition import bind_inputs, capture, partition
         from ..target import make_target
 
         if not all(isinstance(x, torch.Tensor) for x in example_inputs):
@@ -73,10 +73,14 @@ class Backend:
             _warn("a graph that autograd records runs in PyTorch: TVM's kernels have no gradients; "
                   "call the compiled model under torch.no_grad() or torch.inference_mode()")
             return gm.forward
+        # dynamo passes the module's parameters as inputs: they are frozen into the graph (as
+        # Torch-TensorRT does), so TVM folds what depends on them alone once, at build
+        weights = {i: x for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter)}
+        inputs = tuple(x for i, x in enumerate(example_inputs) if i not in weights)
         try:
             target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
-            parts = partition(capture(gm, tuple(example_inputs)), tuple(example_inputs), target.spec,
-                              frozenset(self.config.torch_ops))
+            frozen = bind_inputs(gm, weights, len(example_inputs)) if weights else gm
+            parts = partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops))
         except Exception as err:  # TVM's and torch's assorted errors: the graph runs as it is, never breaks
             _warn(f"a graph runs in PyTorch: {err if isinstance(err, UserError) else type(err).__name__ + ': ' + str(err)[:300]}")
             return gm.forward
@@ -86,7 +90,10 @@ class Backend:
             if compiled is not None:
                 setattr(parts.graph, region.name, compiled)
                 self.regions.append(compiled)
-        return parts.graph
+        if not weights:
+            return parts.graph
+        graph = parts.graph
+        return lambda *args: graph(*[x for i, x in enumerate(args) if i not in weights])
 
 
 def backend(**options) -> Backend:

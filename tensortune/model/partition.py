@@ -67,7 +67,9 @@ def partition(graph, example_inputs: tuple, target_spec: dict, torch_ops: frozen
         regions = _regions(fused, example_inputs)
         failed = next(((r, reason) for r in regions for reason in [_why_not(converts, r)] if reason), None)
         if failed is None:
-            return Partitioned(fused, regions, _left_in_torch(fused), {_op_name(n): why for n, why in refused.items()})
+            _bind_weights(fused)
+            return Partitioned(fused, _regions(fused, example_inputs), _left_in_torch(fused),
+                               {_op_name(n): why for n, why in refused.items()})
         node, reason = _culprit(failed[0], converts, failed[1])
         if (_op_name(node), node.name) in {(_op_name(n), n.name) for n in refused}:  # not found by name: give up the region
             refused.update(dict.fromkeys(_operators(failed[0].module), failed[1]))
@@ -119,6 +121,55 @@ def _regions(fused, example_inputs: tuple) -> list[Region]:
     with torch.no_grad():
         Recorder(fused).run(*example_inputs)
     return [Region(name, getattr(fused, name), seen[name], len(_operators(getattr(fused, name)))) for name in seen]
+
+
+def bind_inputs(module, weights: dict, arity: int):
+    """`module` (taking `arity` inputs) with the inputs at the positions of `weights` held as
+    its buffers: called with the other inputs only. Its `graph` is the module's."""
+    import torch
+
+    class Bound(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.arity, self.places = module, arity, sorted(weights)
+            for i in self.places:
+                self.register_buffer(f"weight{i}", weights[i].detach())
+
+        @property
+        def graph(self):
+            return self.inner.graph
+
+        def forward(self, *inputs):
+            rest = iter(inputs)
+            return self.inner(*[getattr(self, f"weight{i}") if i in self.places else next(rest)
+                                for i in range(self.arity)])
+
+    return Bound()
+
+
+def _bind_weights(fused) -> None:
+    """Each region's weights (the parent's attributes it reads) become constants of the
+    region instead of inputs, so TVM folds what is computed from them alone (a linear
+    layer's transposed weight) once, at build, instead of every call, and a region's kernels
+    are those `tune-model` finds in the whole model (the same keys)."""
+    import torch
+
+    for node in fused.graph.nodes:
+        if node.op != "call_module" or not node.target.startswith("tvm_region_"):
+            continue
+        weights = {i: _attribute(fused, arg.target) for i, arg in enumerate(node.args)
+                   if isinstance(arg, torch.fx.Node) and arg.op == "get_attr"}
+        if weights and len(weights) < len(node.args):
+            setattr(fused, node.target, bind_inputs(getattr(fused, node.target), weights, len(node.args)))
+            node.args = tuple(a for i, a in enumerate(node.args) if i not in weights)
+    fused.graph.eliminate_dead_code()
+    fused.recompile()
+
+
+def _attribute(module, path: str):
+    for name in path.split("."):
+        module = getattr(module, name)
+    return module
 
 
 def _why_not(converts, region: Region) -> str:
