@@ -142,7 +142,8 @@ def _region(region, config: BackendConfig):
     target = make_target(config.target, measure.threads)
     db = Database(config.db)
     try:
-        model = import_model(region.name, region.module, region.inputs, target.spec, fixed_inputs=True)
+        # as tune-model: on a CPU also the build calling torch's matmuls and convolutions, the faster kept
+        model = import_model(region.name, region.module, region.inputs, target.spec, torch_ops=True, fixed_inputs=True)
         if config.mode == "tune":
             trials = config.trials or default_trials(model)
             tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
