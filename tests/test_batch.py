@@ -141,3 +141,30 @@ def test_a_wrong_kernel_through_export_run_import_is_caught_by_the_layer_that_ca
     assert record.result.status == "wrong" and here["status"] == "wrong"
     layer = record.result.reason.split(":")[0]
     assert layer.endswith("draw") and layer != "uniform draw" and here["reason"].split(":")[0] == layer
+
+
+def test_a_large_case_travels_as_a_recipe_and_is_drawn_the_same_there(tmp_path):
+    """A case too big to carry (inputs and output over batch.RECIPE_ABOVE_BYTES) is drawn on
+    the host from its recipe, with torch's float64 result as the expected output: the same
+    inputs, expected outputs and tolerances as here, and kernels checked and timed on them."""
+    from tensortune.measure import batch as batch_module, checks, runner, tasks
+
+    wl = get_workload("gemm", "M=512,N=512,K=512")
+    assert wl.bytes > batch_module.RECIPE_ABOVE_BYTES
+    out = tmp_path / "b"
+    export_batch([wl], make_target("cpu", 2), out, count=1, config=QUICK)
+    manifest = json.loads((out / "manifest.json").read_text())
+    (spec,) = manifest["cases"].values()
+    assert "recipe" in spec and not list((out / "cases").iterdir())
+
+    recipe = checks.Recipe.from_json(spec["recipe"])
+    there = checks.make_case(recipe, runner._vendor_reference(out, spec, recipe.out_dtype, "cpu"))
+    here = tasks.all_checks(wl.ident, recipe.seed)
+    assert here.tolerance == there.tolerance and len(here.draws) == len(there.draws) == 5
+    for (name, ins, expected, tol, bound), (name2, ins2, expected2, tol2, bound2) in zip(here.draws, there.draws):
+        assert name == name2 and tol == tol2 and all((a == b).all() for a, b in zip(ins, ins2))
+        assert abs(expected.astype(float) - expected2).max() <= 1e-6 * abs(expected).max()
+    done = run_batch(out, "--no-baselines")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
+    assert len(lines) == len(manifest["candidates"]) == 3 and all(l["status"] == "ok" for l in lines), lines

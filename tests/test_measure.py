@@ -10,7 +10,7 @@ from tvm import te
 
 from tensortune.measure.config import MeasureConfig
 from tensortune.measure.measurer import Measurer
-from tensortune.measure import runner, tasks
+from tensortune.measure import checks, runner, tasks
 from tensortune.measure.config import Timing
 from tensortune.measure.pool import WorkerPool, start_clock
 from tensortune.space import make_space
@@ -106,7 +106,7 @@ def test_verify_bounds_the_error_relative_to_the_largest_expected_element():
 
 
 class ClipAfterSubtract:
-    """Test double of a workload (only what tasks.error_bound reads): a batch-norm-like
+    """Test double of a workload (only what tasks.expected_output reads): a batch-norm-like
     subtraction after a product sum, clipped to [0, 6] as ReLU6 does, so that large inputs
     leave small outputs carrying the rounding of large sums."""
 
@@ -127,7 +127,8 @@ def test_an_ill_conditioned_element_is_bounded_by_how_far_rounded_inputs_move_it
     expected = tasks.expected_output(wl, [a, w, mean])
     reordered = np.clip(sum(a[:, k] * w[k] for k in reversed(range(9))) - mean, 0, 6).astype(np.float32)
     tolerance = tasks.tolerance("float32", 9)
-    bound = tasks.error_bound(wl, [a, w, mean], expected, polynomial=False, tolerance=tolerance)
+    bound = checks.error_bound(lambda inputs: tasks.expected_output(wl, inputs), [a, w, mean], expected,
+                               polynomial=False, tolerance=tolerance)
     assert runner.verify(reordered, expected, tolerance)[1] is not None  # the plain bound rejects it
     assert runner.verify(reordered, expected, tolerance, bound)[1] is None
     shifted = reordered.copy()
@@ -208,7 +209,7 @@ def test_the_exact_draws_of_a_chained_reduction_are_exact(target_spec):
     with Measurer(target_spec, MeasureConfig(threads=2, repeat=1, min_repeat_ms=1)) as m:
         results = m.measure(space, [space.named("naive"), space.named("hand")])
     assert all(r.ok for r in results), [r.reason for r in results]
-    _, draws, _ = tasks.layers(space.workload.ident, 0)
+    draws = tasks.all_checks(space.workload.ident, 0).draws
     assert [name for name, *_ in draws if name.startswith("exact")] == ["exact-1", "exact-2"]
 
 
@@ -242,9 +243,9 @@ class MemorisingSpace:
         self.workload = workload
         self.memo = []
         for seed in seeds:
-            inputs, expected, _ = tasks.case(workload.ident, seed)
-            self.memo.append((inputs, expected))
-            self.memo += [(draw, out) for _, draw, out, _, _ in tasks.layers(workload.ident, seed)[1]]
+            case = tasks.all_checks(workload.ident, seed)
+            self.memo.append((case.inputs, case.expected))
+            self.memo += [(draw, out) for _, draw, out, _, _ in case.draws]
 
     def apply(self, point):
         from tvm import s_tir, tirx

@@ -3,8 +3,10 @@
 A batch folder holds manifest.json (the target, the timing, and each candidate's workload,
 space, label and point), cases/*.npz (per workload a `runner.Case`: every check layer's draws,
 expected outputs, bounds and tolerances, and which inputs it may write), kernels/ (libraries,
-and for CUDA the binaries nvcc made here), and runner.py and vendor.py copied from this
-package. `python BATCH/runner.py BATCH` appends one line per kernel to results.jsonl (then a
+and for CUDA the binaries nvcc made here), and runner.py, checks.py and vendor.py copied from
+this package. A workload whose tensors are large (a 4096^3 GEMM's case would be over 1 GB)
+travels as its `checks.Recipe` in the manifest instead: the host draws the same inputs and
+computes the expected outputs with the vendor implementation (torch, in float64) there. `python BATCH/runner.py BATCH` appends one line per kernel to results.jsonl (then a
 line of vendor baselines), on a GPU host with TVM's runtime only, or here.
 
 `BatchEvaluator` is that path as an evaluator (see evaluator.py): the points of each call go
@@ -26,13 +28,17 @@ from pathlib import Path
 from ..errors import UserError
 from ..points import Point, point_key
 from ..target import Target
-from . import cores, runner, tasks
+from ..workloads import vendor
+from . import checks, cores, runner, tasks
 from .config import MeasureConfig, Timing
 from .measurer import Measurer, build_failure
 from .result import Label, Result
 
 MANIFEST, RESULTS = "manifest.json", "results.jsonl"
-VENDOR = Path(__file__).parent.parent / "workloads" / "vendor.py"  # torch's operators, for the host's baselines
+VENDOR = Path(vendor.__file__)  # torch's operators, for the host's baselines
+# above this many bytes of inputs and output, a case travels as a recipe (with 5 draws, each
+# with expected outputs and bounds, its arrays take about 10 times this); needs a vendor one
+RECIPE_ABOVE_BYTES = 2 << 20
 
 
 class BatchWriter:
@@ -70,13 +76,16 @@ class BatchWriter:
     def _case(self, wl, seed: int, floor: float) -> str:
         name = "".join(c if c.isalnum() else "_" for c in wl.key).strip("_")
         if name not in self.manifest["cases"]:
-            tasks.all_checks(wl.ident, seed).save(self.out / "cases" / f"{name}.npz")
-            self.manifest["cases"][name] = {"workload": wl.key, "family": wl.name, "kwargs": wl.kwargs,
-                                            "flops": wl.flops, "floor_s": floor}
+            spec = {"workload": wl.key, "family": wl.name, "kwargs": wl.kwargs, "flops": wl.flops, "floor_s": floor}
+            if wl.bytes > RECIPE_ABOVE_BYTES and wl.name in vendor.TORCH:
+                spec["recipe"] = asdict(tasks.recipe(wl.ident, seed))
+            else:
+                tasks.all_checks(wl.ident, seed).save(self.out / "cases" / f"{name}.npz")
+            self.manifest["cases"][name] = spec
         return name
 
     def close(self) -> dict:
-        for module in (runner.__file__, VENDOR):
+        for module in (runner.__file__, checks.__file__, VENDOR):
             shutil.copy(module, self.out)
         (self.out / MANIFEST).write_text(json.dumps(self.manifest, indent=1, default=list))
         return self.manifest

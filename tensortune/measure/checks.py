@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from .runner import is_float, numpy_dtype
+try:
+    from .runner import Case, is_float, largest, numpy_dtype
+except ImportError:  # copied beside runner.py into a batch, which draws large cases there
+    from runner import Case, is_float, largest, numpy_dtype
 
 EXACT_DRAWS = 2
 # TVMScript calls that keep integer arithmetic exact: structure, casts, selections, max/min
@@ -137,3 +142,80 @@ def written_inputs(func) -> tuple[int, ...]:
     names = re.findall(r"(\w+): T\.Buffer", text[:text.index("):\n", text.index("def "))])
     stored = set(re.findall(r"^\s+(\w+)\[[^\]]*\] = ", text, flags=re.M))
     return tuple(i for i, name in enumerate(names[:-1]) if name in stored)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a workload's checks are drawn from, the workload itself aside: what needs TVM to
+    know (shapes, tolerance, whether it is a polynomial, the draws' magnitudes) worked out
+    beforehand. Plain data, so that a batch can carry it instead of the arrays (see
+    batch.py) and a host draws exactly the same case there with `make_case`."""
+
+    specs: tuple  # ((shape, dtype), ...) of the inputs
+    out_dtype: str
+    seed: int
+    tolerance: float
+    polynomial: bool
+    large: float  # the large draw's magnitude
+    exact: int  # the exact draws' magnitude (0: no exact draws)
+    written: tuple[int, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Recipe":
+        specs = tuple((tuple(shape), dtype) for shape, dtype in data["specs"])
+        return cls(**data | {"specs": specs, "written": tuple(data["written"])})
+
+
+Reference = Callable[[list], np.ndarray]  # inputs -> the expected output, in the output's dtype
+
+
+def make_case(recipe: Recipe, reference: Reference) -> Case:
+    """Every check layer for one recipe: the timed uniform draw (from `seed`), then the
+    distinct, large and small draws and the exact ones (from `seed + 1`), each with its
+    expected output from `reference` and its per-element bound."""
+    specs, limit, polynomial = recipe.specs, recipe.tolerance, recipe.polynomial
+    rng = np.random.default_rng(recipe.seed)
+    inputs = draw(specs, lambda shape, _: rng.uniform(-1, 1, shape), rng)
+    expected = reference(inputs)
+    rng = np.random.default_rng(recipe.seed + 1)
+    draws = []
+    for name, inputs_n in (("distinct", distinct_draw(specs)), ("large", large_draw(rng, specs, recipe.large)),
+                           ("small", small_draw(rng, specs))):
+        expected_n = reference(inputs_n)
+        draws.append((name, inputs_n, expected_n, limit, error_bound(reference, inputs_n, expected_n, polynomial, limit)))
+    for n in range(EXACT_DRAWS if recipe.exact else 0):
+        inputs_n = integer_draw(rng, specs, recipe.exact)
+        draws.append((f"exact-{n + 1}", inputs_n, reference(inputs_n), 0.0, None))
+    bound = error_bound(reference, inputs, expected, polynomial, limit)
+    return Case(inputs, expected, limit, bound, tuple(draws), recipe.written)
+
+
+PERTURBATION_CAP = 1e-3  # the relative input perturbation that probes an element's conditioning
+PROBES = 2
+
+
+def error_bound(reference: Reference, draw: list[np.ndarray], expected: np.ndarray, polynomial: bool,
+                tolerance: float) -> np.ndarray | None:
+    """Per output element, what its error is measured against (runner.verify), or None for
+    max |expected| everywhere. A polynomial's element: the sum of the absolute values of its
+    terms (the operator run on |inputs|, what its rounding error grows with), at most max
+    |expected|. Any other element: max |expected|, raised where the element is
+    ill-conditioned, so that moving it as far as the inputs rounded by `tolerance` (relative,
+    random signs) move it is accepted: a batch norm after a convolution on large inputs
+    subtracts nearly equal numbers, and a clip to [0, 6] then leaves outputs far smaller than
+    the sums whose rounding they carry; a wrong element is off by its own size, not by that."""
+    top = largest(expected)
+    if polynomial:
+        return np.minimum(np.abs(reference([np.abs(a) for a in draw]).astype(np.float64)), top)
+    if tolerance == 0:
+        return None
+    rng = np.random.default_rng(0)
+    size = min(tolerance, PERTURBATION_CAP)
+    moved = np.zeros(expected.shape)
+    for _ in range(PROBES):  # random signs can cancel at an element: the larger of two moves
+        rounded = [(a * (1 + size * rng.choice((-1.0, 1.0), a.shape))).astype(a.dtype) if is_float(a.dtype)
+                   else a for a in draw]
+        with np.errstate(invalid="ignore"):
+            move = np.abs(reference(rounded).astype(np.float64) - expected.astype(np.float64))
+        moved = np.maximum(moved, np.nan_to_num(move, nan=0.0, posinf=0.0))
+    return np.maximum(top, moved / tolerance)

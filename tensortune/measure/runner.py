@@ -375,14 +375,21 @@ def _worker(batch: Path, ids: list[str]) -> None:
     manifest = json.loads((batch / "manifest.json").read_text())
     candidates = {c["id"]: c for c in manifest["candidates"]}
     timing = SimpleNamespace(**manifest["timing"])
+    cases = {}
+    for name in dict.fromkeys(candidates[cid]["case"] for cid in ids):  # before any kernel's clock starts
+        try:
+            cases[name] = _case(batch, name, manifest)
+        except Exception as err:  # no torch to draw a recipe: every kernel of the case says so
+            cases[name] = err
     for cid in ids:
         with open(batch / "progress", "a") as f:
             f.write(cid + "\n")
         c = candidates[cid]
-        case = _case(batch, c["case"])
         try:
+            if isinstance(cases[c["case"]], Exception):
+                raise cases[c["case"]]
             lib = load(str(batch / c["artifact"]), manifest["device"])
-            out = run_kernel(lib, manifest["device"], case, timing)
+            out = run_kernel(lib, manifest["device"], cases[c["case"]], timing)
         except Exception as err:  # a kernel that fails to load or launch: its own result
             out = {"status": "run_error", "reason": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
         _append(batch / "results.jsonl", {"id": cid, **out})
@@ -391,10 +398,43 @@ def _worker(batch: Path, ids: list[str]) -> None:
 _CASES: dict = {}
 
 
-def _case(batch: Path, name: str) -> Case:
+def _case(batch: Path, name: str, manifest: dict) -> Case:
+    """A case from its file, or drawn here from its recipe with the vendor implementation as
+    the reference (see batch.py)."""
     if name not in _CASES:
-        _CASES[name] = Case.load(batch / "cases" / f"{name}.npz")
+        spec = manifest["cases"][name]
+        if "recipe" in spec:
+            sys.path.insert(0, str(batch))
+            import checks  # copied beside this file with vendor.py
+
+            recipe = checks.Recipe.from_json(spec["recipe"])
+            reference = _vendor_reference(batch, spec, recipe.out_dtype, manifest["device"])
+            _CASES[name] = checks.make_case(recipe, reference)
+        else:
+            _CASES[name] = Case.load(batch / "cases" / f"{name}.npz")
     return _CASES[name]
+
+
+def _vendor_reference(batch: Path, spec: dict, out_dtype: str, device: str):
+    """The vendor implementation as a reference: run in float64 (its own rounding then
+    negligible, as the NumPy references are run) and rounded once to the output's dtype."""
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeError(f"drawing the case of {spec['workload']} needs torch, which is not installed here") from None
+    sys.path.insert(0, str(batch))
+    import vendor
+
+    fn = vendor.TORCH[spec["family"]]
+    device = "cuda" if device == "cuda" and torch.cuda.is_available() else "cpu"
+
+    def reference(inputs: list) -> np.ndarray:
+        tensors = [torch.from_numpy(a.astype(np.float64) if is_float(a.dtype) else a).to(device) for a in inputs]
+        with torch.no_grad():
+            out = fn(*tensors, **spec["kwargs"])
+        return out.cpu().numpy().astype(numpy_dtype(out_dtype))
+
+    return reference
 
 
 def _baselines(manifest: dict, batch: Path) -> dict:
@@ -416,7 +456,7 @@ def _baselines(manifest: dict, batch: Path) -> dict:
         fn = vendor.TORCH.get(spec["family"])
         if fn is None:
             continue
-        case = _case(batch, name)
+        case = _case(batch, name, manifest)
         tensors = [torch.from_numpy(a).to(device) for a in case.inputs]
         with torch.no_grad():
             def call():

@@ -85,41 +85,27 @@ def draws_cache(make):
     return cached
 
 
-@draws_cache
-def case(workload: tuple, seed: int) -> tuple[list[np.ndarray], np.ndarray, float]:
-    """Random inputs (uniform in [-1, 1]), the expected output (the NumPy reference, or
-    without one the unscheduled kernel's output) and the tolerance: made once per worker,
-    not per candidate. The draw every candidate is timed on (see `layers` for the others)."""
+def recipe(workload: tuple, seed: int) -> checks.Recipe:
+    """What the workload's checks for `seed` are drawn from (see checks.Recipe): the part
+    that needs TVM (the function's dtypes, reduction length and arithmetic)."""
     wl = resolve(workload)
-    rng = np.random.default_rng(seed)
-    ins, (out_shape, out_dtype) = wl.io_specs()
-    inputs = random_input(rng, ins)
-    return inputs, expected_output(wl, inputs), tolerance(out_dtype, reduction_length(wl.prim_func()))
-
-
-@draws_cache
-def layers(workload: tuple, seed: int) -> tuple[np.ndarray | None, list[tuple], tuple[int, ...]]:
-    """The other checks (see checks.py): (the per-element error bound of the timed draw, or
-    None, the other draws as (layer, inputs, expected, tolerance, bound), and the inputs the
-    kernel may write: a model kernel's other outputs). Made once per worker, like `case`."""
-    wl = resolve(workload)
-    inputs, expected, limit = case(workload, seed)
     ins, (_, out_dtype) = wl.io_specs()
-    polynomial = checks.exact_applies(wl.prim_func()) is None and runner.is_float(out_dtype)
     length = reduction_length(wl.prim_func())
-    rng = np.random.default_rng(seed + 1)
-    differential = [("distinct", checks.distinct_draw(ins)),
-                    ("large", checks.large_draw(rng, ins, checks.large_magnitude(out_dtype, length, polynomial))),
-                    ("small", checks.small_draw(rng, ins))]
-    draws = []
-    for name, draw in differential:
-        draw_expected = expected_output(wl, draw)
-        draws.append((name, draw, draw_expected, limit, error_bound(wl, draw, draw_expected, polynomial, limit)))
-    magnitude = _exact_magnitude(wl, ins, out_dtype, length) if polynomial else 0
-    for n in range(checks.EXACT_DRAWS if magnitude else 0):
-        draw = checks.integer_draw(rng, ins, magnitude)
-        draws.append((f"exact-{n + 1}", draw, expected_output(wl, draw), 0.0, None))
-    return error_bound(wl, inputs, expected, polynomial, limit), draws, checks.written_inputs(wl.prim_func())
+    polynomial = checks.exact_applies(wl.prim_func()) is None and runner.is_float(out_dtype)
+    return checks.Recipe(tuple(ins), out_dtype, seed, tolerance(out_dtype, length), polynomial,
+                         checks.large_magnitude(out_dtype, length, polynomial),
+                         _exact_magnitude(wl, ins, out_dtype, length) if polynomial else 0,
+                         checks.written_inputs(wl.prim_func()))
+
+
+@draws_cache
+def all_checks(workload: tuple, seed: int) -> runner.Case:
+    """Every check layer of a workload's kernels for one seed (the timed uniform draw, its
+    expected output from the NumPy reference and tolerance, then the other draws of
+    checks.py), as the runner takes them: made once per worker, not per candidate; the same
+    here and, saved into a batch, on another machine."""
+    wl = resolve(workload)
+    return checks.make_case(recipe(workload, seed), lambda inputs: expected_output(wl, inputs))
 
 
 def _exact_magnitude(wl, ins, out_dtype: str, length: int) -> int:
@@ -135,36 +121,6 @@ def _exact_magnitude(wl, ins, out_dtype: str, length: int) -> int:
     twos = np.abs(expected_output(wl, checks.draw(ins, lambda shape, _: np.full(shape, 2.0))).astype(np.float64)).max()
     degree = max(1, math.ceil(math.log2(max(twos / ones, 2.0)) - 1e-9))
     return checks.exact_magnitude(out_dtype, int(ones), degree)
-
-
-PERTURBATION_CAP = 1e-3  # the relative input perturbation that probes an element's conditioning
-PROBES = 2
-
-
-def error_bound(wl, draw: list[np.ndarray], expected: np.ndarray, polynomial: bool, tolerance: float) -> np.ndarray | None:
-    """Per output element, what its error is measured against (runner.verify), or None for
-    max |expected| everywhere. A polynomial's element: the sum of the absolute values of its
-    terms (the operator run on |inputs|, what its rounding error grows with), at most max
-    |expected|. Any other element: max |expected|, raised where the element is
-    ill-conditioned, so that moving it as far as the inputs rounded by `tolerance` (relative,
-    random signs) move it is accepted: a batch norm after a convolution on large inputs
-    subtracts nearly equal numbers, and a clip to [0, 6] then leaves outputs far smaller than
-    the sums whose rounding they carry; a wrong element is off by its own size, not by that."""
-    top = runner.largest(expected)
-    if polynomial:
-        return np.minimum(np.abs(expected_output(wl, [np.abs(a) for a in draw]).astype(np.float64)), top)
-    if tolerance == 0:
-        return None
-    rng = np.random.default_rng(0)
-    size = min(tolerance, PERTURBATION_CAP)
-    moved = np.zeros(expected.shape)
-    for _ in range(PROBES):  # random signs can cancel at an element: the larger of two moves
-        rounded = [(a * (1 + size * rng.choice((-1.0, 1.0), a.shape))).astype(a.dtype) if runner.is_float(a.dtype)
-                   else a for a in draw]
-        with np.errstate(invalid="ignore"):
-            move = np.abs(expected_output(wl, rounded).astype(np.float64) - expected.astype(np.float64))
-        moved = np.maximum(moved, np.nan_to_num(move, nan=0.0, posinf=0.0))
-    return np.maximum(top, moved / tolerance)
 
 
 def expected_output(wl, inputs: list[np.ndarray]) -> np.ndarray:
@@ -190,12 +146,6 @@ def _unscheduled(ident: tuple):
     return tvm.compile(resolve(ident).prim_func(), target={"kind": "llvm"})
 
 
-def random_input(rng: np.random.Generator, specs) -> list[np.ndarray]:
-    """Uniform in [-1, 1] for floats; 0, 1 or 2 for integers (small enough to be a valid
-    index of most gathers), random for booleans."""
-    return checks.draw(specs, lambda shape, _: rng.uniform(-1, 1, shape), rng)
-
-
 def reduction_length(func) -> int:
     """Terms summed into one output element, across chained reductions (for the tolerance)."""
     from tvm import s_tir
@@ -219,14 +169,6 @@ def tolerance(dtype: str, reduction_length: int) -> float:
     if not runner.is_float(dtype):
         return 0.0  # integers and booleans are exact
     return min(max(4 * checks.epsilon(dtype) * reduction_length, 1e-6), TOLERANCE_CAP)
-
-
-def all_checks(workload: tuple, seed: int) -> runner.Case:
-    """Every check layer of a workload's kernels for one seed (`case` and `layers`), as the
-    runner takes them: the same here and, saved into a batch, on another machine."""
-    inputs, expected, limit = case(workload, seed)
-    bound, draws, written = layers(workload, seed)
-    return runner.Case(inputs, expected, limit, bound, tuple(draws), written)
 
 
 def run(task: RunTask) -> dict:
