@@ -7,7 +7,11 @@ the table printed here.
 
 `prepare` builds, for each seed GPU shape (gemm 1024^3, conv1d M=N=1024, depthwise conv
 1x5x128x128 K3), naive, hand and --count candidates of the CUDA knob space for --arch
-(nvcc runs here), and packs TVM's runtime without its compiler. On the GPU host the batch
+(nvcc runs here); then, for tensor cores, --tensor-core-count candidates of the sketch space
+(MetaSchedule's tensor-core rules) for an fp16 GEMM 4096^3 and six fp16 convolutions of
+ResNet-50 (NHWC, batch 8), timed there against torch at fp16 (cuBLAS and cuDNN on tensor
+cores); and packs TVM's runtime without its compiler. The seed workloads run first: what
+the device's time limit leaves unmeasured is lost, what was measured is kept. On the GPU host the batch
 runner verifies and times every kernel (CUDA events, L2 flushed) and torch (cuBLAS with TF32
 off, cuDNN) in the same run. `report` imports the results into the records database, prints
 best vs naive, hand and torch per workload, and keeps the table and the raw timings (with
@@ -31,8 +35,10 @@ from tensortune.db import Database
 from tensortune.report import batch_table
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
+from tensortune.workloads.half import RESNET50_FP16
 
 SEED_GPU = ("gemm-1024", "conv1d-1024", "dwconv2d-seed")
+TENSOR_CORE = ("gemm-4096-fp16", *RESNET50_FP16)  # fp16 inputs: the sketch space's tensor-core schedules
 CARRY = Path(".gpu")  # what travels to the GPU host (ignored by git)
 BATCH = Path("gpu-batch")  # the batch as built, kept here for `report`
 RESULTS_DIR = Path("benchmarks/results")
@@ -41,13 +47,15 @@ RUNTIME_SKIP = ("libtvm_compiler.so", "3rdparty", "src", "include", "web", "__py
 TVM_FFI = "apache-tvm-ffi==0.1.14.post1"  # the version pinned in pyproject.toml, built for the host's Python
 
 
-def prepare(count: int, arch: str, python: str) -> None:
+def prepare(count: int, tensor_core_count: int, arch: str, python: str) -> None:
     for old in (CARRY, BATCH):
         shutil.rmtree(old, ignore_errors=True)
     CARRY.mkdir()
     target = make_target("cuda", 1, arch=arch)
-    export_batch([get_workload(w) for w in SEED_GPU], target, BATCH, count,
-                 progress=lambda wl, n: print(f"built {n} candidates of {wl.preset}", flush=True))
+    tensor_cores = [get_workload(w) for w in TENSOR_CORE]
+    export_batch([get_workload(w) for w in SEED_GPU] + tensor_cores, target, BATCH, count,
+                 progress=lambda wl, n: print(f"built {n} candidates of {wl.preset}", flush=True),
+                 counts={wl.key: tensor_core_count for wl in tensor_cores})
     with tarfile.open(CARRY / "batch.tgz", "w:gz") as tar:
         tar.add(BATCH, arcname="batch")
     package = Path(tvm.__file__).parent
@@ -79,7 +87,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
-    p.add_argument("--count", type=int, default=256, help="candidates per workload besides naive and hand")
+    p.add_argument("--count", type=int, default=128, help="candidates per seed workload besides naive and hand")
+    p.add_argument("--tensor-core-count", type=int, default=32, help="candidates per fp16 (tensor-core) workload")
     p.add_argument("--arch", default="sm_90")
     p.add_argument("--python", default="3.12", help="the GPU host's Python version (for the tvm-ffi wheel)")
     r = sub.add_parser("report")
@@ -87,7 +96,7 @@ def main() -> None:
     r.add_argument("--db", default="tensortune.db")
     args = parser.parse_args()
     if args.command == "prepare":
-        prepare(args.count, args.arch, args.python)
+        prepare(args.count, args.tensor_core_count, args.arch, args.python)
     else:
         report(args.results, args.db)
 

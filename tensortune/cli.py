@@ -22,7 +22,7 @@ from typer.exceptions import TyperException
 from .errors import UserError
 from .measure.result import Label
 from .search import DEFAULT, STRATEGIES, check_options, metaschedule, strategy_class
-from .space import KIND, SPACES, TEMPLATES, check_fits
+from .space import KIND, SPACES, check_fits, default_space
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Search schedules for tensor kernels; keep every result; hand back the fastest correct one.")
@@ -63,7 +63,8 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
                                       "tuner, re-timed by us); llm needs TENSORTUNE_LLM_URL, _MODEL, _KEY"),
          option: Optional[list[str]] = OPTION,
          space: Optional[str] = typer.Option(None, "--space", help=" | ".join(SPACES) + " (default: the target's "
-                                             "template, " + ", ".join(f"{n} for {k}" for n, k in KIND.items()) + ")"),
+                                             "template, " + ", ".join(f"{n} for {k}" for n, k in KIND.items())
+                                             + "; sketch for float16 operators on cuda: its tensor-core rules)"),
          arch: str = ARCH,
          seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
          mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
@@ -86,7 +87,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
     options = _options(option)
     check_options(strategy, options)  # unknown names and bad values stop before any work starts
     wl, tgt = _workload(workload, shape, db), _target(target, threads, mcpu, arch)
-    space = space or TEMPLATES[tgt.spec["kind"]]
+    space = space or default_space(wl, tgt.spec)
     check_fits(space, tgt.spec)
     if warm_start_family and space not in KIND:
         raise UserError(f"--warm-start-family needs a template space (cpu-template, cuda-template): the knobs of "
@@ -388,7 +389,7 @@ app.add_typer(batch_app, name="batch")
 def batch_export(workloads: Optional[list[str]] = typer.Argument(None, help="presets (gemm-1024 ...) or FAMILY:SHAPE (gemm:M=64,N=64,K=64)"),
                  model: Optional[str] = typer.Option(None, "--model", help="a model's kernels instead: FILE.py:FACTORY or a zoo model"),
                  space: Optional[str] = typer.Option(None, "--space", help="the target's template (default for "
-                                                     "workloads) | sketch (default for --model)"),
+                                                     "workloads; sketch for float16 ones on cuda) | sketch (default for --model)"),
                  target: str = TARGET, arch: str = ARCH,
                  count: int = typer.Option(256, "--count", min=0, help="candidates per workload besides naive and hand"),
                  seed: int = typer.Option(0, "--seed"), threads: Optional[int] = THREADS,
@@ -400,8 +401,9 @@ def batch_export(workloads: Optional[list[str]] = typer.Argument(None, help="pre
     if bool(workloads) == bool(model):
         raise UserError("name the workloads to export, or --model MODEL, not both")
     tgt = _target(target, threads, mcpu, arch)
-    space = space or ("sketch" if model else TEMPLATES[tgt.spec["kind"]])
-    check_fits(space, tgt.spec)
+    space = space or ("sketch" if model else None)  # None: each workload's default_space
+    if space:
+        check_fits(space, tgt.spec)
     report = lambda wl, n: err.print(f"built {n} candidates of {wl.preset or wl.key}")  # noqa: E731
     if model:
         from .model import import_model, load_factory

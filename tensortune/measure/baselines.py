@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Callable
 
-from .runner import time_on_cpu
+from .runner import time_on_cpu, to_torch
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -54,7 +54,7 @@ def _main(family: str, shape: str, threads: int) -> dict:
         return out | {"threads": pools}
     if wl.family.torch is not None:
         torch.set_num_threads(threads)
-        tensors = [torch.from_numpy(a) for a in inputs]
+        tensors = [to_torch(a) for a in inputs]
         with torch.no_grad():
             out["torch"] = time_call(lambda: wl.family.torch(*tensors, **wl.kwargs))
         pools["torch"] = torch.get_num_threads()

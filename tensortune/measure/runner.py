@@ -82,7 +82,7 @@ def verify(got: np.ndarray, expected: np.ndarray, tolerance: float,
            bound: np.ndarray | None = None) -> tuple[float, str | None]:
     """(max error, the reason it is wrong or None). The error of an element is relative to
     max |expected| (`largest`), or where `bound` is given to the element's own bound (see
-    tasks.error_bound: tighter for a polynomial, so that a wrong element where values are small
+    checks.error_bound: tighter for a polynomial, so that a wrong element where values are small
     cannot hide under the largest element's bound; looser where the element is ill-conditioned).
     Equal elements count as exact,
     infinities included (a causal mask's -inf), and so do NaNs where NaN is expected (a square
@@ -117,6 +117,16 @@ def numpy_dtype(name) -> np.dtype:
 
 def is_float(dtype) -> bool:
     return str(dtype) == "bfloat16" or np.dtype(dtype).kind == "f"
+
+
+def to_torch(array: np.ndarray, device: str = "cpu"):
+    """A torch tensor of the array; bfloat16 (ml_dtypes', which torch does not take) through
+    its bits."""
+    import torch
+
+    if str(array.dtype) == "bfloat16":
+        return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(array).to(device)
 
 
 def unwritten(shape, dtype) -> np.ndarray:
@@ -457,7 +467,7 @@ def _baselines(manifest: dict, batch: Path) -> dict:
         if fn is None:
             continue
         case = _case(batch, name, manifest)
-        tensors = [torch.from_numpy(a).to(device) for a in case.inputs]
+        tensors = [to_torch(a, device) for a in case.inputs]
         with torch.no_grad():
             def call():
                 return fn(*tensors, **spec["kwargs"])

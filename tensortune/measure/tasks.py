@@ -49,7 +49,7 @@ def build(task: BuildTask) -> float:
     start = time.perf_counter()
     cuda = task.target["kind"] == "cuda"
     target = tvm_target(task.target)
-    lib = tvm.compile(tvm.ir.load_json(task.module), target=target)
+    lib = compile_module(tvm.ir.load_json(task.module), task.target)
     lib.export_library(task.path)
     if cuda:
         from tvm.support import nvcc
@@ -63,6 +63,20 @@ def build(task: BuildTask) -> float:
         with open(base + ".sha256", "w") as f:
             f.write(hashlib.sha256(source.encode()).hexdigest())
     return time.perf_counter() - start
+
+
+def compile_module(mod, target_spec: dict):
+    """The scheduled module compiled for the target (for CUDA: the host library holding the
+    kernels' CUDA source, `lib.mod.imports[0].inspect_source()`)."""
+    import tvm
+
+    cuda = target_spec["kind"] == "cuda"
+    # TVM 0.27's StorageRewrite shares a shared-memory buffer between a float16 operand tile and
+    # a float32 accumulator tile and then fails ("tvm_access_ptr element type must match"):
+    # most tensor-core schedules with float32 accumulation did not build. Planning shared
+    # memory as one merged pool (as dynamic shared memory is) builds them all.
+    with tvm.transform.PassContext(config={"tirx.merge_static_smem": True} if cuda else {}):
+        return tvm.compile(mod, target=tvm_target(target_spec))
 
 
 def draws_cache(make):

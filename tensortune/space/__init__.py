@@ -22,6 +22,14 @@ TEMPLATES = {kind: name for name, kind in KIND.items()}  # the expert-knob space
 INTERNAL = {"default": "default:DefaultSpace", "metaschedule-trace": "sketch:TraceSpace"}
 
 
+def default_space(workload, target_spec: dict) -> str:
+    """The target's template space; on CUDA, for an operator with float16 inputs, the sketch
+    space, whose tensor-core rules (MetaSchedule's) the CUDA template does not have."""
+    if target_spec["kind"] == "cuda" and any(dtype == "float16" for _, dtype in workload.io_specs()[0]):
+        return "sketch"
+    return TEMPLATES[target_spec["kind"]]
+
+
 def check_fits(name: str, target_spec: dict | None) -> None:
     """A known space that can schedule for the target's kind, or a UserError saying which can."""
     if name not in SPACES:

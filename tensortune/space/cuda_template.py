@@ -194,6 +194,27 @@ def resources(sch) -> dict:
     return usage
 
 
+def threads_per_block(stmt) -> int:
+    """The product of the threadIdx extents of a statement tree (the widest of each axis)."""
+    extents: dict[str, int] = {}
+    for loop in _thread_loops(stmt):
+        tag = loop.thread_binding.thread_tag
+        extents[tag] = max(extents.get(tag, 1), int(loop.extent))
+    return math.prod(extents.values())
+
+
+def _thread_loops(stmt):
+    if stmt is None:
+        return
+    binding = getattr(stmt, "thread_binding", None)
+    if binding is not None and binding.thread_tag.startswith("threadIdx") and hasattr(stmt.extent, "value"):
+        yield stmt
+    for field in ("block", "body", "then_case", "else_case", "init"):
+        yield from _thread_loops(getattr(stmt, field, None))
+    for child in getattr(stmt, "seq", ()):
+        yield from _thread_loops(child)
+
+
 def _allocations(stmt):
     """Buffers allocated anywhere in a statement tree (TVM 0.27 has no Python TIR visitor)."""
     if stmt is None:

@@ -65,7 +65,7 @@ class SketchSpace(KnobSpace):
     name = "sketch"
 
     def __init__(self, workload, target_spec: dict):
-        self.workload, self.target_kind = workload, target_spec["kind"]
+        self.workload, self.target_kind, self.target_spec = workload, target_spec["kind"], target_spec
         ctx = _context(workload, target_spec, seed=1)
         self.mod, self.postprocs = ctx.mod, list(ctx.space_generator.postprocs)
         self.traces = [s.trace for s in ctx.generate_design_space()]
@@ -129,8 +129,23 @@ class SketchSpace(KnobSpace):
             except Exception as err:
                 raise InvalidPoint(first_line(err)) from None
             if not ok:
-                raise InvalidPoint(f"MetaSchedule postprocessor {type(postproc).__name__} rejected the point")
+                why = self._limit_exceeded(sch) if type(postproc).__name__ == "VerifyGPUCode" else None
+                raise InvalidPoint(why or f"MetaSchedule postprocessor {type(postproc).__name__} rejected the point")
         return sch
+
+    def _limit_exceeded(self, sch) -> str | None:
+        """Which of the GPU's limits a schedule that VerifyGPUCode rejected exceeds (it says
+        only no), from its shared buffers and thread extents; None if neither is it."""
+        from .cuda_template import resources, threads_per_block
+
+        shared, threads = resources(sch)["shared_bytes"], threads_per_block(sch.mod["main"].body)
+        if shared > self.target_spec["max_shared_memory_per_block"]:
+            return (f"{shared} bytes of shared memory exceed the limit of {self.target_spec['max_shared_memory_per_block']} "
+                    "(MetaSchedule's VerifyGPUCode)")
+        if threads > self.target_spec["max_threads_per_block"]:
+            return (f"{threads} threads per block exceed the limit of {self.target_spec['max_threads_per_block']} "
+                    "(MetaSchedule's VerifyGPUCode)")
+        return None
 
 
 def _matching(variants, sketch: int, index: int):

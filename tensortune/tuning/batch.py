@@ -27,7 +27,7 @@ from ..measure.result import Label
 from ..measure.roofline import floor_s
 from ..points import InvalidPoint, Point, point_key
 from ..search.given import Given
-from ..space import TEMPLATES, KnobSpace, make_space
+from ..space import KnobSpace, default_space, make_space
 from ..space.default import DefaultSpace
 from ..target import Target, cuda_hardware
 from ..workloads import Workload
@@ -40,7 +40,8 @@ def choose_points(space: KnobSpace, count: int, seed: int) -> list[tuple[Label, 
     """naive and hand; every staging choice at hand's tiles (which operands to cache or pack,
     where, in which scope: on GPUs, whether shared memory or registers win is the lesson the
     table must show); then, up to `count` more than naive and hand, alternately the
-    evolutionary strategy's local moves around hand (1-3 mutation steps) and random samples.
+    evolutionary strategy's local moves around hand (1-3 mutation steps; in the sketch space
+    around its default) and random samples.
     With no timings yet to learn from, this is what a strategy can propose; the results then
     let strategies be replayed offline."""
     rng = random.Random(seed)
@@ -56,7 +57,9 @@ def choose_points(space: KnobSpace, count: int, seed: int) -> list[tuple[Label, 
         if len(chosen) < limit:
             chosen.setdefault(point_key(point), (label, point))
 
-    parent = list(chosen.values())[-1][1] if chosen else None
+    parent = list(chosen.values())[-1][1] if chosen else _design_default(space)
+    if parent and not chosen:
+        add(Label.SEARCH, parent)
     staging = [k for k in space.knobs if k.name.startswith(STAGING_KNOBS)]
     for values in itertools.product(*(k.values() for k in staging)) if parent else ():
         variant = space.canonical(parent | {k.name: v for k, v in zip(staging, values)})
@@ -65,30 +68,43 @@ def choose_points(space: KnobSpace, count: int, seed: int) -> list[tuple[Label, 
     for attempt in range(count * 50):
         if len(chosen) >= limit:
             break
-        add(Label.SEARCH, space.mutate(parent, rng, steps=rng.choice((1, 2, 3))) if parent and attempt % 2 == 0
-            else space.sample(rng))
+        try:
+            add(Label.SEARCH, space.mutate(parent, rng, steps=rng.choice((1, 2, 3))) if parent and attempt % 2 == 0
+                else space.sample(rng))
+        except RuntimeError:  # no valid random point in many tries (a large tensor-core sketch): moves only
+            continue
     return list(chosen.values())
+
+
+def _design_default(space: KnobSpace) -> Point | None:
+    """The sketch space's own first sample of MetaSchedule's design space, the parent of the
+    local moves where there is no hand schedule: random decisions for a large tensor-core
+    GEMM mostly overflow shared memory."""
+    try:
+        point = space.named("default")
+    except InvalidPoint:
+        return None
+    return point if space.check(point) is None else None
 
 
 def export_batch(workloads: list[Workload], target: Target, out: Path, count: int, seed: int = 0,
                  config: MeasureConfig | None = None, progress=lambda *_: None, space: str | None = None,
-                 defaults: list[Workload] = (), model: dict | None = None) -> dict:
+                 defaults: list[Workload] = (), model: dict | None = None, counts: dict[str, int] | None = None) -> dict:
     """Build naive, hand (where the space has them) and `count` candidates per workload, in
-    `space` (default: the target's template), into a batch directory; and for each of
+    `space` (default: each workload's `default_space`), into a batch directory; and for each of
     `defaults` (a model's kernels) its default, TVM's own schedule, the model's baseline.
     `model` (name, key and kernel rows, see ImportedModel.kernel_rows) is stored on import,
-    so that `show MODEL` knows the model's kernels. The host times every kernel carefully
+    so that `show MODEL` knows the model's kernels; `counts` overrides `count` by workload key. The host times every kernel carefully
     (the final timing) after every check layer this machine would run."""
     config = config or MeasureConfig()
-    space = space or TEMPLATES[target.spec["kind"]]
     tuned, baselines = {wl.key for wl in workloads}, {wl.key for wl in defaults}
     with Measurer(target.spec, config) as measurer:
         writer = BatchWriter(out, target, measurer, config.timing(final=True), model)
         for wl in {wl.key: wl for wl in [*defaults, *workloads]}.values():
             batches = ([(DefaultSpace(wl, target.spec), [(Label.DEFAULT, {})])] if wl.key in baselines else [])
             if wl.key in tuned:
-                knobs = make_space(space, wl, target.spec)
-                batches.append((knobs, choose_points(knobs, count, seed)))
+                knobs = make_space(space or default_space(wl, target.spec), wl, target.spec)
+                batches.append((knobs, choose_points(knobs, (counts or {}).get(wl.key, count), seed)))
             for knob_space, labelled in batches:
                 writer.add(knob_space, labelled, config.seed, floor_s(wl, target))
             progress(wl, sum(len(labelled) for _, labelled in batches))

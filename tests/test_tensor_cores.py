@@ -1,0 +1,110 @@
+"""Tensor cores, built here for the H200 (sm_90; no GPU needed): half-precision operators in
+the sketch space get MetaSchedule's tensor-core schedules, whose builds hold the mma
+instructions (and an fp32 GEMM's do not); a point over the GPU's limits is refused, the
+limit named, before anything compiles."""
+import random
+import re
+import shutil
+
+import pytest
+import tvm
+
+from tensortune.measure import tasks
+from tensortune.measure.config import MeasureConfig
+from tensortune.measure.measurer import Measurer
+from tensortune.points import InvalidPoint
+from tensortune.space import make_space
+from tensortune.target import make_target
+from tensortune.workloads import get_workload
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+TARGET = make_target("cuda", 1)
+
+
+def tensorized(space) -> set[int]:
+    """The sketches MetaSchedule's tensor-core rule made (their traces tensorize)."""
+    return {s for s, trace in enumerate(space.traces) if "meta_schedule.auto_tensorize" in str(trace)}
+
+
+def built_ptx(space, points, tmp_path) -> list[str]:
+    """Build the points as a tuning run does (binaries for sm_90), then the PTX of each
+    kernel's CUDA source, compiled the same way."""
+    from tvm.support import nvcc
+
+    paths = [str(tmp_path / f"{space.workload.name}-{i}.so") for i in range(len(points))]
+    with Measurer(TARGET.spec, MeasureConfig(build_workers=2)) as measurer:
+        outcomes = measurer.build(space, points, paths)
+    assert all(o.ok for o in outcomes), [o.reason for o in outcomes]
+    ptx = []
+    for point in points:
+        source = tasks.compile_module(space.apply(point).mod, TARGET.spec).mod.imports[0].inspect_source()
+        with tvm.target.Target(TARGET.spec):
+            ptx.append(nvcc.compile_cuda(source, target_format="ptx", arch="sm_90", compiler="nvcc").decode())
+    return ptx
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name,shape", [("gemm_fp16", "M=256,N=256,K=256"),
+                                        ("conv2d_fp16", "N=2,H=14,W=14,CI=64,CO=64,K=3,S=1"),
+                                        ("gemm_fp16acc16", "M=128,N=128,K=128")])
+def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, tmp_path):
+    space = make_space("sketch", get_workload(name, shape), TARGET.spec)
+    assert tensorized(space), "MetaSchedule's tensor-core rule made no sketch"
+    rng = random.Random(0)
+    points = []
+    while len(points) < 2:  # float32-accumulating ones included: TVM's shared-memory reuse broke most of them
+        point = space.sample(rng)
+        if point["sketch"] in tensorized(space):
+            points.append(point)
+    for ptx in built_ptx(space, points, tmp_path):
+        assert re.search(r"\bwmma\.mma\.sync\b|\bmma\.sync\b", ptx)
+
+
+@needs_nvcc
+def test_an_fp32_gemm_gets_no_tensor_core_instructions(tmp_path):
+    space = make_space("sketch", get_workload("gemm", "M=256,N=256,K=256"), TARGET.spec)
+    assert not tensorized(space)
+    (ptx,) = built_ptx(space, [space.sample(random.Random(0))], tmp_path)
+    assert not re.search(r"\bw?mma\.", ptx) and re.search(r"\bfma\.rn(\.ftz)?\.f32\b", ptx)
+
+
+def test_a_tensor_core_point_over_the_shared_memory_limit_is_refused_with_the_limit_named():
+    """Random decisions of the tensor-core sketch often stage more than 48 KiB: refused by
+    applying the point (no compile), the limit and the amount named."""
+    space = make_space("sketch", get_workload("gemm_fp16", "M=256,N=256,K=256"), TARGET.spec)
+    rng, reasons = random.Random(0), []
+    while len(reasons) < 40:
+        point = space.sample(rng, checked=False)
+        if point["sketch"] in tensorized(space):
+            reasons.append(space.check(point))
+    over = [r for r in reasons if r and "shared memory" in r]
+    assert over and all(re.fullmatch(r"\d+ bytes of shared memory exceed the limit of 49152 .*", r) for r in over)
+    assert int(over[0].split()[0]) > 49152 and None in reasons  # and some points are within it
+
+
+def test_float16_operators_default_to_the_tensor_core_sketch_space_on_cuda():
+    from tensortune.space import default_space
+
+    half, single = get_workload("gemm_fp16", "M=64,N=64,K=64"), get_workload("gemm", "M=64,N=64,K=64")
+    assert default_space(half, TARGET.spec) == "sketch"
+    assert default_space(single, TARGET.spec) == "cuda-template"
+    assert default_space(half, make_target("cpu", 1).spec) == "cpu-template"
+
+
+@needs_nvcc
+def test_the_fp16_gemm_4096_goes_into_a_batch_as_tensor_core_kernels_and_a_recipe(tmp_path):
+    """What `benchmarks/gpu_seed.py prepare` packs for the device: the GEMM's candidates from
+    the tensor-core sketch space, built for sm_90, and its checks as a recipe (its arrays
+    would be over a gigabyte)."""
+    import json
+
+    from tensortune.tuning.batch import export_batch
+
+    export_batch([get_workload("gemm-4096-fp16")], TARGET, tmp_path / "b", count=2)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    (case,) = manifest["cases"].values()
+    assert case["recipe"]["specs"] == [[[4096, 4096], "float16"], [[4096, 4096], "float16"]]
+    assert case["recipe"]["out_dtype"] == "float32" and case["family"] == "gemm_fp16"
+    entries = manifest["candidates"] + manifest["failed"]
+    assert len(entries) == 2 and {e["space"] for e in entries} == {"sketch"}
+    assert sum(f.stat().st_size for f in (tmp_path / "b").rglob("*") if f.is_file()) < 4 << 20
