@@ -79,6 +79,17 @@ def tvm_target(spec: dict):
     return tvm.target.Target(spec, host={"kind": "llvm"}) if spec["kind"] == "cuda" else tvm.target.Target(spec)
 
 
+def build_context(spec: dict):
+    """The pass context every build for the target runs in. On CUDA, shared memory is planned
+    as one merged pool (as dynamic shared memory is): TVM 0.27's StorageRewrite shares a
+    buffer between a float16 operand tile and a float32 accumulator tile and then fails
+    ("tvm_access_ptr element type must match"), which broke most tensor-core schedules with
+    float32 accumulation."""
+    import tvm
+
+    return tvm.transform.PassContext(config={"tirx.merge_static_smem": True} if spec["kind"] == "cuda" else {})
+
+
 def check_runnable(target: Target, model: str | None = None) -> None:
     """Kernels for this target can run on this machine, or a UserError saying what to do
     (for a model's kernels, `model` is how the user named it). A target timed on a Ray

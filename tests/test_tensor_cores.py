@@ -91,6 +91,7 @@ def test_float16_operators_default_to_the_tensor_core_sketch_space_on_cuda():
     assert default_space(half, make_target("cpu", 1).spec) == "cpu-template"
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_the_fp16_gemm_4096_goes_into_a_batch_as_tensor_core_kernels_and_a_recipe(tmp_path):
     """What `benchmarks/gpu_seed.py prepare` packs for the device: the GEMM's candidates from

@@ -17,7 +17,7 @@ from functools import lru_cache, wraps
 
 import numpy as np
 
-from ..target import tvm_target
+from ..target import build_context, tvm_target
 from ..workloads.ident import resolve
 from . import checks, runner
 from .config import Timing
@@ -70,12 +70,7 @@ def compile_module(mod, target_spec: dict):
     kernels' CUDA source, `lib.mod.imports[0].inspect_source()`)."""
     import tvm
 
-    cuda = target_spec["kind"] == "cuda"
-    # TVM 0.27's StorageRewrite shares a shared-memory buffer between a float16 operand tile and
-    # a float32 accumulator tile and then fails ("tvm_access_ptr element type must match"):
-    # most tensor-core schedules with float32 accumulation did not build. Planning shared
-    # memory as one merged pool (as dynamic shared memory is) builds them all.
-    with tvm.transform.PassContext(config={"tirx.merge_static_smem": True} if cuda else {}):
+    with build_context(target_spec):
         return tvm.compile(mod, target=tvm_target(target_spec))
 
 
