@@ -79,15 +79,22 @@ def tvm_target(spec: dict):
     return tvm.target.Target(spec, host={"kind": "llvm"}) if spec["kind"] == "cuda" else tvm.target.Target(spec)
 
 
-def build_context(spec: dict):
-    """The pass context every build for the target runs in. On CUDA, shared memory is planned
-    as one merged pool (as dynamic shared memory is): TVM 0.27's StorageRewrite shares a
-    buffer between a float16 operand tile and a float32 accumulator tile and then fails
-    ("tvm_access_ptr element type must match"), which broke most tensor-core schedules with
-    float32 accumulation."""
+def compile_for(mod, spec: dict, **options):
+    """`tvm.compile` for the target. On CUDA, a build that TVM 0.27's StorageRewrite breaks is
+    built again with shared memory planned as one merged pool (as dynamic shared memory is):
+    it shares a buffer between a float16 operand tile and a float32 accumulator tile, then
+    fails ("tvm_access_ptr element type must match"), which broke most tensor-core schedules
+    with float32 accumulation; the merged pool is not the default because it breaks some
+    float32 kernels in turn (a missing buffer byte offset)."""
     import tvm
 
-    return tvm.transform.PassContext(config={"tirx.merge_static_smem": True} if spec["kind"] == "cuda" else {})
+    try:
+        return tvm.compile(mod, target=tvm_target(spec), **options)
+    except tvm.error.InternalError as err:
+        if spec["kind"] != "cuda" or "tvm_access_ptr element type must match" not in str(err):
+            raise
+    with tvm.transform.PassContext(config={"tirx.merge_static_smem": True}):
+        return tvm.compile(mod, target=tvm_target(spec), **options)
 
 
 def check_runnable(target: Target, model: str | None = None) -> None:

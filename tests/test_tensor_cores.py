@@ -9,12 +9,11 @@ import shutil
 import pytest
 import tvm
 
-from tensortune.measure import tasks
 from tensortune.measure.config import MeasureConfig
 from tensortune.measure.measurer import Measurer
 from tensortune.points import InvalidPoint
 from tensortune.space import make_space
-from tensortune.target import make_target
+from tensortune.target import compile_for, make_target
 from tensortune.workloads import get_workload
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -37,7 +36,7 @@ def built_ptx(space, points, tmp_path) -> list[str]:
     assert all(o.ok for o in outcomes), [o.reason for o in outcomes]
     ptx = []
     for point in points:
-        source = tasks.compile_module(space.apply(point).mod, TARGET.spec).mod.imports[0].inspect_source()
+        source = compile_for(space.apply(point).mod, TARGET.spec).mod.imports[0].inspect_source()
         with tvm.target.Target(TARGET.spec):
             ptx.append(nvcc.compile_cuda(source, target_format="ptx", arch="sm_90", compiler="nvcc").decode())
     return ptx

@@ -17,7 +17,7 @@ from functools import lru_cache, wraps
 
 import numpy as np
 
-from ..target import build_context, tvm_target
+from ..target import compile_for, tvm_target
 from ..workloads.ident import resolve
 from . import checks, runner
 from .config import Timing
@@ -49,7 +49,7 @@ def build(task: BuildTask) -> float:
     start = time.perf_counter()
     cuda = task.target["kind"] == "cuda"
     target = tvm_target(task.target)
-    lib = compile_module(tvm.ir.load_json(task.module), task.target)
+    lib = compile_for(tvm.ir.load_json(task.module), task.target)
     lib.export_library(task.path)
     if cuda:
         from tvm.support import nvcc
@@ -63,15 +63,6 @@ def build(task: BuildTask) -> float:
         with open(base + ".sha256", "w") as f:
             f.write(hashlib.sha256(source.encode()).hexdigest())
     return time.perf_counter() - start
-
-
-def compile_module(mod, target_spec: dict):
-    """The scheduled module compiled for the target (for CUDA: the host library holding the
-    kernels' CUDA source, `lib.mod.imports[0].inspect_source()`)."""
-    import tvm
-
-    with build_context(target_spec):
-        return tvm.compile(mod, target=tvm_target(target_spec))
 
 
 def draws_cache(make):

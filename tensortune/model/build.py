@@ -19,7 +19,7 @@ from ..errors import UserError
 from ..measure.runner import verify
 from ..space import make_space, stored_space
 from ..space.default import DefaultSpace
-from ..target import Target, build_context, tvm_target
+from ..target import Target, compile_for, tvm_target
 from .defaults import stored_default
 from .importer import ImportedModel, torch_build
 from .torch_ops import dispatch_to_torch, register
@@ -164,9 +164,7 @@ def compile_model(model: ImportedModel, target: Target, funcs: dict):
         func = funcs.get(kernel.name) or DefaultSpace(kernel.workload, target.spec).apply({}).mod["main"]
         gv = mod.get_global_var(kernel.name)
         mod[gv] = func.without_attr("global_symbol").with_attrs(dict(model.mod[gv].attrs or {}))
-    spec = tvm_target(target.spec)
-    with build_context(target.spec):
-        return tvm.compile(mod, target=spec, relax_pipeline=lowering(spec))
+    return compile_for(mod, target.spec, relax_pipeline=lowering(tvm_target(target.spec)))
 
 
 def lowering(spec):
