@@ -414,15 +414,22 @@ def _case(batch: Path, name: str, manifest: dict) -> Case:
     if name not in _CASES:
         spec = manifest["cases"][name]
         if "recipe" in spec:
-            sys.path.insert(0, str(batch))
-            import checks  # copied beside this file with vendor.py
-
+            checks = _beside(batch, "checks")
             recipe = checks.Recipe.from_json(spec["recipe"])
             reference = _vendor_reference(batch, spec, recipe.out_dtype, manifest["device"])
             _CASES[name] = checks.make_case(recipe, reference)
         else:
             _CASES[name] = Case.load(batch / "cases" / f"{name}.npz")
     return _CASES[name]
+
+
+def _beside(batch: Path, name: str):
+    """A module `tensortune batch export` copied beside this file (vendor.py, checks.py)."""
+    import importlib
+
+    if str(batch) not in sys.path:
+        sys.path.insert(0, str(batch))
+    return importlib.import_module(name)
 
 
 def _vendor_reference(batch: Path, spec: dict, out_dtype: str, device: str):
@@ -432,14 +439,11 @@ def _vendor_reference(batch: Path, spec: dict, out_dtype: str, device: str):
         import torch
     except ImportError:
         raise RuntimeError(f"drawing the case of {spec['workload']} needs torch, which is not installed here") from None
-    sys.path.insert(0, str(batch))
-    import vendor
-
-    fn = vendor.TORCH[spec["family"]]
+    fn = _beside(batch, "vendor").TORCH[spec["family"]]
     device = "cuda" if device == "cuda" and torch.cuda.is_available() else "cpu"
 
     def reference(inputs: list) -> np.ndarray:
-        tensors = [torch.from_numpy(a.astype(np.float64) if is_float(a.dtype) else a).to(device) for a in inputs]
+        tensors = [to_torch(a.astype(np.float64) if is_float(a.dtype) else a, device) for a in inputs]
         with torch.no_grad():
             out = fn(*tensors, **spec["kwargs"])
         return out.cpu().numpy().astype(numpy_dtype(out_dtype))
@@ -454,8 +458,7 @@ def _baselines(manifest: dict, batch: Path) -> dict:
         import torch
     except ImportError:
         return info | {"note": "torch is not installed: no vendor baselines"}
-    sys.path.insert(0, str(batch))
-    import vendor  # copied beside this file by `tensortune batch export`
+    vendor = _beside(batch, "vendor")
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

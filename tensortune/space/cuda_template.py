@@ -68,24 +68,13 @@ class CudaTemplateSpace(TemplateSpace):
         """The schedule, after checking the point against the GPU's limits (no compile)."""
         self.validate(point)
         threads = self.threads(point)
-        if threads > self.limits.max_threads_per_block:
-            raise InvalidPoint(f"{threads} threads per block exceed the limit of {self.limits.max_threads_per_block}")
+        if threads > self.limits.max_threads_per_block:  # refused without scheduling it
+            raise InvalidPoint(limit_exceeded(self.limits, {"shared_bytes": 0, "local_words": 0}, threads))
         sch = self.schedule(point)
-        reason = self._limits_exceeded(resources(sch), threads)
+        reason = limit_exceeded(self.limits, resources(sch), threads)
         if reason:
             raise InvalidPoint(reason)
         return sch
-
-    def _limits_exceeded(self, usage: dict, threads: int) -> str | None:
-        lim = self.limits
-        if usage["shared_bytes"] > lim.max_shared_memory_per_block:
-            return f"{usage['shared_bytes']} bytes of shared memory exceed the limit of {lim.max_shared_memory_per_block}"
-        registers = usage["local_words"] + 16  # addresses, indices and loop counters
-        if registers > lim.max_registers_per_thread:
-            return f"about {registers} registers per thread exceed the limit of {lim.max_registers_per_thread}"
-        if registers * threads > lim.registers_per_block:
-            return f"about {registers} registers x {threads} threads exceed the block's {lim.registers_per_block}"
-        return None
 
     def _naive(self, sch: s_tir.Schedule) -> None:
         for block in sch.get_child_blocks(sch.get_sblock("root")):
@@ -159,6 +148,21 @@ class CudaTemplateSpace(TemplateSpace):
                 sch.vectorize(v)
 
 
+def limit_exceeded(lim: GpuLimits, usage: dict, threads: int) -> str | None:
+    """The GPU limit a kernel with these `resources` and threads per block exceeds, named
+    with the amounts; None if it fits."""
+    if threads > lim.max_threads_per_block:
+        return f"{threads} threads per block exceed the limit of {lim.max_threads_per_block}"
+    if usage["shared_bytes"] > lim.max_shared_memory_per_block:
+        return f"{usage['shared_bytes']} bytes of shared memory exceed the limit of {lim.max_shared_memory_per_block}"
+    registers = usage["local_words"] + 16  # addresses, indices and loop counters
+    if registers > lim.max_registers_per_thread:
+        return f"about {registers} registers per thread exceed the limit of {lim.max_registers_per_thread}"
+    if registers * threads > lim.registers_per_block:
+        return f"about {registers} registers x {threads} threads exceed the block's {lim.registers_per_block}"
+    return None
+
+
 def _bind_flat(sch, block) -> None:
     """One output element per thread: the block's spatial loops fused, NAIVE_THREADS a block."""
     spatial = [l for l, iv in zip(sch.get_loops(block), sch.get(block).iter_vars) if int(iv.iter_type) == 0]
@@ -197,30 +201,25 @@ def resources(sch) -> dict:
 def threads_per_block(stmt) -> int:
     """The product of the threadIdx extents of a statement tree (the widest of each axis)."""
     extents: dict[str, int] = {}
-    for loop in _thread_loops(stmt):
-        tag = loop.thread_binding.thread_tag
-        extents[tag] = max(extents.get(tag, 1), int(loop.extent))
+    for node in _nodes(stmt):
+        binding = getattr(node, "thread_binding", None)
+        if binding is not None and binding.thread_tag.startswith("threadIdx") and hasattr(node.extent, "value"):
+            extents[binding.thread_tag] = max(extents.get(binding.thread_tag, 1), int(node.extent))
     return math.prod(extents.values())
 
 
-def _thread_loops(stmt):
-    if stmt is None:
-        return
-    binding = getattr(stmt, "thread_binding", None)
-    if binding is not None and binding.thread_tag.startswith("threadIdx") and hasattr(stmt.extent, "value"):
-        yield stmt
-    for field in ("block", "body", "then_case", "else_case", "init"):
-        yield from _thread_loops(getattr(stmt, field, None))
-    for child in getattr(stmt, "seq", ()):
-        yield from _thread_loops(child)
-
-
 def _allocations(stmt):
-    """Buffers allocated anywhere in a statement tree (TVM 0.27 has no Python TIR visitor)."""
+    """Buffers allocated anywhere in a statement tree."""
+    for node in _nodes(stmt):
+        yield from getattr(node, "alloc_buffers", ())
+
+
+def _nodes(stmt):
+    """Every block and statement of a tree (TVM 0.27 has no Python TIR visitor)."""
     if stmt is None:
         return
-    yield from getattr(stmt, "alloc_buffers", ())
+    yield stmt
     for field in ("block", "body", "then_case", "else_case", "init"):
-        yield from _allocations(getattr(stmt, field, None))
+        yield from _nodes(getattr(stmt, field, None))
     for child in getattr(stmt, "seq", ()):
-        yield from _allocations(child)
+        yield from _nodes(child)

@@ -135,17 +135,12 @@ class SketchSpace(KnobSpace):
 
     def _limit_exceeded(self, sch) -> str | None:
         """Which of the GPU's limits a schedule that VerifyGPUCode rejected exceeds (it says
-        only no), from its shared buffers and thread extents; None if neither is it."""
-        from .cuda_template import resources, threads_per_block
+        only no), from its shared buffers and thread extents."""
+        from ..target import GpuLimits
+        from .cuda_template import limit_exceeded, resources, threads_per_block
 
-        shared, threads = resources(sch)["shared_bytes"], threads_per_block(sch.mod["main"].body)
-        if shared > self.target_spec["max_shared_memory_per_block"]:
-            return (f"{shared} bytes of shared memory exceed the limit of {self.target_spec['max_shared_memory_per_block']} "
-                    "(MetaSchedule's VerifyGPUCode)")
-        if threads > self.target_spec["max_threads_per_block"]:
-            return (f"{threads} threads per block exceed the limit of {self.target_spec['max_threads_per_block']} "
-                    "(MetaSchedule's VerifyGPUCode)")
-        return None
+        why = limit_exceeded(GpuLimits.from_target(self.target_spec), resources(sch), threads_per_block(sch.mod["main"].body))
+        return why and f"{why} (MetaSchedule's VerifyGPUCode)"
 
 
 def _matching(variants, sketch: int, index: int):
