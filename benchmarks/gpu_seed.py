@@ -7,10 +7,10 @@ the table printed here.
 
 `prepare` builds, for each seed GPU shape (gemm 1024^3, conv1d M=N=1024, depthwise conv
 1x5x128x128 K3), naive, hand and --count candidates of the CUDA knob space for --arch
-(nvcc runs here); then, for tensor cores, --tensor-core-count candidates of the sketch space
-(MetaSchedule's tensor-core rules) for an fp16 GEMM 4096^3 and six fp16 convolutions of
-ResNet-50 (NHWC, batch 8), timed there against torch at fp16 (cuBLAS and cuDNN on tensor
-cores); and packs TVM's runtime without its compiler. The seed workloads run first: what
+(nvcc runs here); then, for tensor cores, --tensor-core-count candidates each of fp16 and
+bf16 GEMMs 4096^3 (our tensor-core template) and six fp16 convolutions of ResNet-50 (NHWC,
+batch 8; the sketch space, MetaSchedule's tensor-core rules), timed there against torch at
+the same precision (cuBLAS and cuDNN on tensor cores); and packs TVM's runtime without its compiler. The seed workloads run first: what
 the device's time limit leaves unmeasured is lost, what was measured is kept. On the GPU host the batch
 runner verifies and times every kernel (CUDA events, L2 flushed) and torch (cuBLAS with TF32
 off, cuDNN) in the same run. `report` imports the results into the records database, prints
@@ -38,7 +38,7 @@ from tensortune.workloads import get_workload
 from tensortune.workloads.half import RESNET50_FP16
 
 SEED_GPU = ("gemm-1024", "conv1d-1024", "dwconv2d-seed")
-TENSOR_CORE = ("gemm-4096-fp16", *RESNET50_FP16)  # fp16 inputs: the sketch space's tensor-core schedules
+TENSOR_CORE = ("gemm-4096-fp16", "gemm-4096-bf16", *RESNET50_FP16)  # each in its default_space
 CARRY = Path(".gpu")  # what travels to the GPU host (ignored by git)
 BATCH = Path("gpu-batch")  # the batch as built, kept here for `report`
 RESULTS_DIR = Path("benchmarks/results")

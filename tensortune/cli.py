@@ -64,7 +64,8 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
          option: Optional[list[str]] = OPTION,
          space: Optional[str] = typer.Option(None, "--space", help=" | ".join(SPACES) + " (default: the target's "
                                              "template, " + ", ".join(f"{n} for {k}" for n, k in KIND.items())
-                                             + "; sketch for float16 operators on cuda: its tensor-core rules)"),
+                                             + "; on cuda cuda-tensorcore for float16/bfloat16 matmuls, sketch for other "
+                                             "float16 operators)"),
          arch: str = ARCH,
          seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
          mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
@@ -389,7 +390,7 @@ app.add_typer(batch_app, name="batch")
 def batch_export(workloads: Optional[list[str]] = typer.Argument(None, help="presets (gemm-1024 ...) or FAMILY:SHAPE (gemm:M=64,N=64,K=64)"),
                  model: Optional[str] = typer.Option(None, "--model", help="a model's kernels instead: FILE.py:FACTORY or a zoo model"),
                  space: Optional[str] = typer.Option(None, "--space", help="the target's template (default for "
-                                                     "workloads; sketch for float16 ones on cuda) | sketch (default for --model)"),
+                                                     "workloads; on cuda, the tensor-core space of each half-precision one) | sketch (default for --model)"),
                  target: str = TARGET, arch: str = ARCH,
                  count: int = typer.Option(256, "--count", min=0, help="candidates per workload besides naive and hand"),
                  seed: int = typer.Option(0, "--seed"), threads: Optional[int] = THREADS,

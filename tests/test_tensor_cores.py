@@ -1,7 +1,8 @@
-"""Tensor cores, built here for the H200 (sm_90; no GPU needed): half-precision operators in
-the sketch space get MetaSchedule's tensor-core schedules, whose builds hold the mma
-instructions (and an fp32 GEMM's do not); a point over the GPU's limits is refused, the
-limit named, before anything compiles."""
+"""Tensor cores, built here for the H200 (sm_90; no GPU needed): matrix multiplies on float16
+or bfloat16 operands in our tensor-core template, and half-precision operators in the sketch
+space (MetaSchedule's tensor-core rules), build to kernels whose PTX holds the mma
+instructions (an fp32 GEMM's does not); a point over the GPU's limits or misaligned with
+the fragments is refused, the limit named, before anything compiles."""
 import random
 import re
 import shutil
@@ -9,6 +10,7 @@ import shutil
 import pytest
 import tvm
 
+from tensortune.errors import UserError
 from tensortune.measure.config import MeasureConfig
 from tensortune.measure.measurer import Measurer
 from tensortune.points import InvalidPoint
@@ -60,6 +62,37 @@ def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, 
 
 
 @needs_nvcc
+@pytest.mark.parametrize("name,shape,operand", [("gemm_fp16", "M=256,N=128,K=256", "f16"),
+                                                ("gemm_bf16", "M=128,N=128,K=128", "bf16"),
+                                                ("batch_matmul_fp16", "B=2,M=64,N=64,K=128", "f16")])
+def test_the_tensor_core_template_builds_for_sm90_with_mma_and_async_copies(name, shape, operand, tmp_path):
+    """Its default (two pipeline stages) and an unpipelined point: both multiply on tensor
+    cores with the operand's type; only the pipelined one copies asynchronously."""
+    space = make_space("cuda-tensorcore", get_workload(name, shape), TARGET.spec)
+    points = [space.named("default"), dict(space.named("default"), stages=1, pad=0)]
+    pipelined, plain = built_ptx(space, points, tmp_path)
+    for ptx in (pipelined, plain):
+        assert re.search(r"\bwmma\.mma\.sync\.aligned\.row\.row\.m16n16k16\.f32\.", ptx)  # float32 accumulators
+        assert re.search(rf"\bwmma\.load\.a\.sync\.aligned\.row\.m16n16k16(\.shared)?\.{operand}\b", ptx)
+    assert "cp.async" in pipelined and "cp.async" not in plain
+
+
+def test_the_tensor_core_template_refuses_before_compiling_what_does_not_fit():
+    space = make_space("cuda-tensorcore", get_workload("gemm_fp16", "M=256,N=96,K=256"), TARGET.spec)
+    # a 256 x 32 tile, 64 deep, three stages: 3 x (256 x (64 + 8) + 64 x (32 + 8)) x 2 bytes
+    big = {"warps_m": 4, "warps_n": 2, "frags_m": 4, "frags_n": 1, "chunk": 4, "stages": 3, "pad": 8, "vector": 8}
+    assert space.check(big) == "125952 bytes of shared memory exceed the limit of 49152"
+    assert space.check(dict(big, stages=1)) is None  # 41984 bytes
+    assert space.check(space.named("default")) == "N=96 is not a multiple of the tile's 64 (whole 16x16 fragments only)"
+    assert space.check(dict(big, frags_m=1, frags_n=1, chunk=1)) == \
+        "the A tile's 1024 elements do not divide among 256 threads x 8-wide loads"
+    shallow = make_space("cuda-tensorcore", get_workload("gemm_fp16", "M=64,N=64,K=32"), TARGET.spec)
+    assert shallow.check(shallow.named("default")) == "2 pipeline stages exceed the reduction's 1 steps"
+    with pytest.raises(UserError, match=r"does not fit \(it is not one matrix multiply"):
+        make_space("cuda-tensorcore", get_workload("conv2d_fp16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET.spec)
+
+
+@needs_nvcc
 def test_an_fp32_gemm_gets_no_tensor_core_instructions(tmp_path):
     space = make_space("sketch", get_workload("gemm", "M=256,N=256,K=256"), TARGET.spec)
     assert not tensorized(space)
@@ -81,11 +114,13 @@ def test_a_tensor_core_point_over_the_shared_memory_limit_is_refused_with_the_li
     assert int(over[0].split()[0]) > 49152 and None in reasons  # and some points are within it
 
 
-def test_float16_operators_default_to_the_tensor_core_sketch_space_on_cuda():
+def test_half_precision_operators_default_to_a_tensor_core_space_on_cuda():
     from tensortune.space import default_space
 
     half, single = get_workload("gemm_fp16", "M=64,N=64,K=64"), get_workload("gemm", "M=64,N=64,K=64")
-    assert default_space(half, TARGET.spec) == "sketch"
+    assert default_space(half, TARGET.spec) == "cuda-tensorcore"
+    assert default_space(get_workload("batch_matmul_bf16", "B=2,M=64,N=64,K=64"), TARGET.spec) == "cuda-tensorcore"
+    assert default_space(get_workload("conv2d_fp16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET.spec) == "sketch"
     assert default_space(single, TARGET.spec) == "cuda-template"
     assert default_space(half, make_target("cpu", 1).spec) == "cpu-template"
 
@@ -94,8 +129,8 @@ def test_float16_operators_default_to_the_tensor_core_sketch_space_on_cuda():
 @needs_nvcc
 def test_the_fp16_gemm_4096_goes_into_a_batch_as_tensor_core_kernels_and_a_recipe(tmp_path):
     """What `benchmarks/gpu_seed.py prepare` packs for the device: the GEMM's candidates from
-    the tensor-core sketch space, built for sm_90, and its checks as a recipe (its arrays
-    would be over a gigabyte)."""
+    the tensor-core template, built for sm_90, and its checks as a recipe (its arrays would
+    be over a gigabyte)."""
     import json
 
     from tensortune.tuning.batch import export_batch
@@ -106,5 +141,5 @@ def test_the_fp16_gemm_4096_goes_into_a_batch_as_tensor_core_kernels_and_a_recip
     assert case["recipe"]["specs"] == [[[4096, 4096], "float16"], [[4096, 4096], "float16"]]
     assert case["recipe"]["out_dtype"] == "float32" and case["family"] == "gemm_fp16"
     entries = manifest["candidates"] + manifest["failed"]
-    assert len(entries) == 2 and {e["space"] for e in entries} == {"sketch"}
+    assert len(manifest["candidates"]) == 2 and {e["space"] for e in entries} == {"cuda-tensorcore"}
     assert sum(f.stat().st_size for f in (tmp_path / "b").rglob("*") if f.is_file()) < 4 << 20

@@ -14,19 +14,26 @@ from .base import KnobSpace
 
 # the spaces a user picks by name (module:class), and the target kind a template space fits
 SPACES = {"cpu-template": "cpu_template:CpuTemplateSpace", "cuda-template": "cuda_template:CudaTemplateSpace",
-          "sketch": "sketch:SketchSpace"}
+          "cuda-tensorcore": "cuda_tensor_core:CudaTensorCoreSpace", "sketch": "sketch:SketchSpace"}
 KIND = {"cpu-template": "llvm", "cuda-template": "cuda"}  # template spaces fit one kind
 TEMPLATES = {kind: name for name, kind in KIND.items()}  # the expert-knob space of each target kind
+FITS = KIND | {"cuda-tensorcore": "cuda"}  # the spaces that fit one target kind only
 # spaces made by the tool itself: TVM's default schedule (a model kernel's baseline) and
 # MetaSchedule's recorded traces (--strategy metaschedule)
 INTERNAL = {"default": "default:DefaultSpace", "metaschedule-trace": "sketch:TraceSpace"}
 
 
 def default_space(workload, target_spec: dict) -> str:
-    """The target's template space; on CUDA, for an operator with float16 inputs, the sketch
-    space, whose tensor-core rules (MetaSchedule's) the CUDA template does not have."""
-    if target_spec["kind"] == "cuda" and any(dtype == "float16" for _, dtype in workload.io_specs()[0]):
-        return "sketch"
+    """The target's template space; on CUDA, for a matrix multiply of float16 or bfloat16
+    operands the tensor-core template, and for another operator with float16 inputs the
+    sketch space (MetaSchedule's tensor-core rules)."""
+    if target_spec["kind"] == "cuda":
+        from .cuda_tensor_core import unfit
+
+        if unfit(workload) is None:
+            return "cuda-tensorcore"
+        if any(dtype == "float16" for _, dtype in workload.io_specs()[0]):
+            return "sketch"
     return TEMPLATES[target_spec["kind"]]
 
 
@@ -35,7 +42,7 @@ def check_fits(name: str, target_spec: dict | None) -> None:
     if name not in SPACES:
         raise UserError(f"unknown space '{name}'; known: {', '.join(SPACES)}", option="--space")
     kind = (target_spec or {}).get("kind")
-    if kind and KIND.get(name, kind) != kind:
+    if kind and FITS.get(name, kind) != kind:
         raise UserError(f"space '{name}' does not fit a {kind} target; for it use {TEMPLATES[kind]} or sketch",
                         option="--space")
 
@@ -55,7 +62,7 @@ def make_space(name: str, workload, target_spec: dict | None = None) -> KnobSpac
     check_fits(name, target_spec)
     if name == "sketch":
         return space_class(name)(workload, target_spec)
-    if name == "cuda-template":
+    if name in ("cuda-template", "cuda-tensorcore"):  # the GPU's limits
         return space_class(name)(workload, GpuLimits.from_target(target_spec) if target_spec else GpuLimits())
     return space_class(name)(workload)
 

@@ -103,6 +103,7 @@ def _register() -> None:
 
 _register()
 preset("gemm-4096-fp16", "gemm_fp16", (4096, 4096, 4096), "fp16 GEMM 4096^3 for tensor cores, fp32 accumulation")
+preset("gemm-4096-bf16", "gemm_bf16", (4096, 4096, 4096), "bf16 GEMM 4096^3 for tensor cores, fp32 accumulation")
 # ResNet-50's 3x3 convolutions at stride 1 (one per stage) and two of its 1x1 ones, batch 8, fp16
 RESNET50_FP16 = {"resnet50-fp16-3x3-56": (8, 56, 56, 64, 64, 3, 1), "resnet50-fp16-3x3-28": (8, 28, 28, 128, 128, 3, 1),
                  "resnet50-fp16-3x3-14": (8, 14, 14, 256, 256, 3, 1), "resnet50-fp16-3x3-7": (8, 7, 7, 512, 512, 3, 1),

@@ -1,0 +1,190 @@
+"""The tensor-core knob space for CUDA: matrix multiplies on float16 or bfloat16 operands,
+C[..., i, j] += A[..., i, k] * B[..., k, j], on 16x16x16 `wmma` fragments.
+
+A block of `warps_m x warps_n` warps computes a (16 warps_m frags_m) x (16 warps_n frags_n)
+tile of C; each warp holds `frags_m x frags_n` accumulator fragments. The reduction advances
+`16 chunk` at a time: both operand tiles are staged in shared memory by all threads of the
+block (`vector`-wide loads, rows padded by `pad` elements so that the fragment loads of
+neighbouring rows fall in different banks), then loaded into fragments 16 deep and
+multiplied. With `stages` > 1 the staging is software-pipelined that many steps ahead with
+asynchronous copies (`cp.async`, sm_80 and later), each stage its own shared buffer. Batch
+axes are fused into the block index.
+
+Points are checked before anything is scheduled or compiled: the tile must divide the
+operator (fragments are whole), each staged tile must divide among the threads' vector
+loads, the pipeline must fit in the reduction, and shared memory, registers and threads
+must fit the GPU's limits (named, with the amounts, when they do not). bfloat16 fragments
+use intrinsics registered here: TVM registers wmma intrinsics for float16 and int8 only.
+"""
+from __future__ import annotations
+
+from tvm import s_tir
+
+from ..errors import UserError
+from ..points import InvalidPoint, Point
+from ..target import GpuLimits
+from .base import KnobSpace, first_line
+from .cuda_template import limit_exceeded
+from .knobs import Choice
+from .template import analyse
+
+FRAGMENT = 16  # wmma's m = n = k for 16-bit operands
+OPERANDS = ("float16", "bfloat16")
+WARP = 32
+DEFAULT = {"warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2, "chunk": 2, "stages": 2, "pad": 8, "vector": 8}
+
+
+def unfit(workload) -> str | None:
+    """Why the space cannot schedule the workload, or None if it can."""
+    nest = analyse(workload.prim_func())
+    ins = [dtype for _, dtype in workload.io_specs()[0]]
+    if nest.stages or len(nest.reduce) != 1 or len(nest.operands) != 2 or len(ins) != 2:
+        return "it is not one matrix multiply of two inputs"
+    if any(dtype not in OPERANDS for dtype in ins):
+        return f"its operands are {' and '.join(ins)}, not float16 or bfloat16"
+    (a_shape, _), (b_shape, _) = workload.io_specs()[0]
+    (c_shape, _) = workload.io_specs()[1]
+    K = nest.reduce[0][1]
+    if a_shape[:-2] != c_shape[:-2] or b_shape[:-2] != c_shape[:-2] or a_shape[-2:] != (c_shape[-2], K) \
+            or b_shape[-2:] != (K, c_shape[-1]):
+        return "its operands are not laid out as A[..., i, k] and B[..., k, j]"
+    return None
+
+
+class CudaTensorCoreSpace(KnobSpace):
+    name = "cuda-tensorcore"
+    target_kind = "cuda"
+
+    def __init__(self, workload, limits: GpuLimits | None = None):
+        reason = unfit(workload)
+        if reason:
+            raise UserError(f"the cuda-tensorcore space schedules C[..., i, j] += A[..., i, k] * B[..., k, j] on float16 "
+                            f"or bfloat16 operands; {workload.key} does not fit ({reason}): use sketch or cuda-template", option="--space")
+        self.workload, self.limits = workload, limits or GpuLimits()
+        self.func = workload.prim_func()
+        (a_shape, self.in_dtype), _ = workload.io_specs()[0]
+        self.out_dtype = workload.io_specs()[1][1]
+        self.M, self.K = a_shape[-2:]
+        self.N = workload.io_specs()[1][0][-1]
+        super().__init__([Choice("warps_m", (1, 2, 4)), Choice("warps_n", (1, 2, 4)), Choice("frags_m", (1, 2, 4)),
+                          Choice("frags_n", (1, 2, 4)), Choice("chunk", (1, 2, 4)), Choice("stages", (1, 2, 3)),
+                          Choice("pad", (0, 8)), Choice("vector", (2, 4, 8))])
+
+    def named(self, name: str) -> Point:
+        """default: 2x2 warps of 2x2 fragments (a 64x64 tile), 32 deep, two stages, padded."""
+        if name == "default":
+            return dict(DEFAULT)
+        raise InvalidPoint(f"the cuda-tensorcore space has no named point '{name}' (known: default)")
+
+    def apply(self, point: Point) -> s_tir.Schedule:
+        """The schedule, after checking the point against the operator and the GPU (no compile)."""
+        self.validate(point)
+        reason = self._unfit(point)
+        if reason:
+            raise InvalidPoint(reason)
+        return self.schedule(point)
+
+    def tile(self, point: Point) -> tuple[int, int, int]:
+        """The block's tile of C (rows, columns) and the reduction step."""
+        return (FRAGMENT * point["warps_m"] * point["frags_m"], FRAGMENT * point["warps_n"] * point["frags_n"],
+                FRAGMENT * point["chunk"])
+
+    def _unfit(self, point: Point) -> str | None:
+        rows, cols, depth = self.tile(point)
+        for axis, extent, step in (("M", self.M, rows), ("N", self.N, cols), ("K", self.K, depth)):
+            if extent % step:
+                return f"{axis}={extent} is not a multiple of the tile's {step} (whole 16x16 fragments only)"
+        threads = WARP * point["warps_m"] * point["warps_n"]
+        for operand, size in (("A", rows * depth), ("B", depth * cols)):
+            if size % (threads * point["vector"]):
+                return f"the {operand} tile's {size} elements do not divide among {threads} threads x {point['vector']}-wide loads"
+        if point["stages"] > self.K // depth:
+            return f"{point['stages']} pipeline stages exceed the reduction's {self.K // depth} steps"
+        return limit_exceeded(self.limits, self.resources(point), threads)
+
+    def resources(self, point: Point) -> dict:
+        """Shared bytes per block (every pipeline stage's operand tiles, padded rows) and
+        32-bit registers per thread holding fragments (a warp's 256-element fragment is 8
+        elements per lane)."""
+        rows, cols, depth = self.tile(point)
+        half = 2  # bytes of a float16 or bfloat16
+        shared = point["stages"] * (rows * (depth + point["pad"]) + depth * (cols + point["pad"])) * half
+        accumulator = point["frags_m"] * point["frags_n"] * 8 * (4 if self.out_dtype == "float32" else 2) // 4
+        operands = (point["frags_m"] + point["frags_n"]) * 8 * half // 4
+        return {"shared_bytes": shared, "local_words": accumulator + operands}
+
+    def schedule(self, point: Point) -> s_tir.Schedule:
+        sch = s_tir.Schedule(self.func)
+        try:
+            self._transform(sch, point)
+        except Exception as err:  # TVM reports schedule errors as assorted exception types
+            raise InvalidPoint(first_line(err)) from None
+        return sch
+
+    def _transform(self, sch: s_tir.Schedule, point: Point) -> None:
+        block = sch.get_sblock(analyse(self.func).main)
+        *batch, i, j, k = sch.get_loops(block)
+        i0, i1, i2, i3 = sch.split(i, [None, point["warps_m"], point["frags_m"], FRAGMENT])
+        j0, j1, j2, j3 = sch.split(j, [None, point["warps_n"], point["frags_n"], FRAGMENT])
+        k0, k1, k2 = sch.split(k, [None, point["chunk"], FRAGMENT])
+        sch.reorder(*batch, i0, j0, i1, j1, k0, k1, i2, j2, i3, j3, k2)
+        sch.bind(sch.fuse(*batch, i0, j0), "blockIdx.x")
+        warp = sch.fuse(i1, j1)
+        sch.bind(warp, "threadIdx.y")
+        accumulator = sch.cache_write(block, 0, "wmma.accumulator")
+        sch.reverse_compute_at(accumulator, warp)
+        for index, fragment in enumerate(("wmma.matrix_a", "wmma.matrix_b")):
+            self._stage(sch, block, index, k0, point)
+            loaded = sch.cache_read(block, index, fragment)
+            sch.compute_at(loaded, k1)
+            _tensorize_tile(sch, loaded, _intrinsic("load", self.in_dtype, "shared.dyn", index == 1, False))
+        init = sch.decompose_reduction(block, k0)
+        sch.tensorize(sch.get_loops(init)[-2], _intrinsic("fill", self.out_dtype))
+        sch.tensorize(i3, _intrinsic("sync", self.in_dtype, self.out_dtype, False))
+        _tensorize_tile(sch, accumulator, _intrinsic("store", self.out_dtype, "global"))
+        if point["stages"] > 1:  # the two staging copies run `stages - 1` steps ahead, asynchronously
+            sch.annotate(k0, "software_pipeline_stage", [0, 0, point["stages"] - 1])
+            sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
+            sch.annotate(k0, "software_pipeline_async_stages", [0])
+
+    def _stage(self, sch, block, index: int, at, point: Point) -> None:
+        """Operand `index` staged in shared memory at the reduction step, loaded by all the
+        block's threads `vector` elements at a time, its rows padded by `pad` elements."""
+        staged = sch.cache_read(block, index, "shared.dyn")
+        sch.compute_at(staged, at)
+        if point["pad"]:
+            sch.storage_align(staged, 0, axis=-2, factor=32, offset=point["pad"])
+        loops = sch.get_loops(staged)[-2:]
+        _, warp, lane, vector = sch.split(sch.fuse(*loops), [None, point["warps_m"] * point["warps_n"], WARP,
+                                                              point["vector"]])
+        sch.bind(warp, "threadIdx.y")
+        sch.bind(lane, "threadIdx.x")
+        sch.vectorize(vector)
+
+
+def _tensorize_tile(sch, block, intrinsic: str) -> None:
+    """The block's last two loops cut into 16x16 pieces, each one call of the intrinsic."""
+    rows, cols = sch.get_loops(block)[-2:]
+    outer_rows, inner_rows = sch.split(rows, [None, FRAGMENT])
+    outer_cols, inner_cols = sch.split(cols, [None, FRAGMENT])
+    sch.reorder(outer_rows, outer_cols, inner_rows, inner_cols)
+    sch.tensorize(inner_rows, intrinsic)
+
+
+def _intrinsic(kind: str, dtype: str, *args) -> str:
+    """The name of TVM's 16x16x16 wmma intrinsic of that kind for the dtype, registered here
+    from TVM's generators on first use (TVM itself registers none for bfloat16)."""
+    from tvm.s_tir import TensorIntrin
+
+    from ..target import load_intrinsics
+
+    load_intrinsics("cuda")  # TVM's CUDA intrinsics module alone, not every target's
+    from tvm.s_tir.tensor_intrin import cuda
+
+    name = "tensortune_wmma_" + "_".join(str(a) for a in (kind, dtype, *args))
+    if TensorIntrin.get(name, allow_missing=True) is None:
+        make = {"load": cuda.get_wmma_load_intrin, "sync": cuda.get_wmma_sync_intrin, "fill": cuda.get_wmma_fill_intrin,
+                "store": cuda.get_wmma_store_intrin}[kind]
+        TensorIntrin.register(name, *make(FRAGMENT, FRAGMENT, FRAGMENT, dtype, *args))
+    return name
+
