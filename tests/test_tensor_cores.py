@@ -62,28 +62,30 @@ def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, 
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name,shape,operand", [("gemm_fp16", "M=256,N=128,K=256", "f16"),
-                                                ("gemm_bf16", "M=128,N=128,K=128", "bf16"),
-                                                ("batch_matmul_fp16", "B=2,M=64,N=64,K=128", "f16")])
-def test_the_tensor_core_template_builds_for_sm90_with_mma_and_async_copies(name, shape, operand, tmp_path):
-    """Its default (two pipeline stages) and an unpipelined point: both multiply on tensor
-    cores with the operand's type; only the pipelined one copies asynchronously."""
+@pytest.mark.parametrize("name,shape,operand,fragment", [("gemm_fp16", "M=256,N=128,K=256", "f16", "16x16x16"),
+                                                         ("gemm_bf16", "M=128,N=128,K=128", "bf16", "32x8x16"),
+                                                         ("batch_matmul_fp16", "B=2,M=64,N=128,K=128", "f16", "8x32x16")])
+def test_the_tensor_core_template_builds_for_sm90_with_mma_and_async_copies(name, shape, operand, fragment, tmp_path):
+    """At a fragment shape, a pipelined point (two stages) and an unpipelined one: both
+    multiply on tensor cores with the operand's type and the fragment's shape; only the
+    pipelined one copies asynchronously."""
     space = make_space("cuda-tensorcore", get_workload(name, shape), TARGET.spec)
-    points = [space.named("default"), dict(space.named("default"), stages=1, pad=0)]
+    points = [dict(space.named("default"), fragment=fragment), dict(space.named("default"), fragment=fragment, stages=1, pad=0)]
     pipelined, plain = built_ptx(space, points, tmp_path)
+    m, n, k = fragment.split("x")
     for ptx in (pipelined, plain):
-        assert re.search(r"\bwmma\.mma\.sync\.aligned\.row\.row\.m16n16k16\.f32\.", ptx)  # float32 accumulators
-        assert re.search(rf"\bwmma\.load\.a\.sync\.aligned\.row\.m16n16k16(\.shared)?\.{operand}\b", ptx)
+        assert re.search(rf"\bwmma\.mma\.sync\.aligned\.row\.row\.m{m}n{n}k{k}\.f32\.", ptx)  # float32 accumulators
+        assert re.search(rf"\bwmma\.load\.a\.sync\.aligned\.row\.m{m}n{n}k{k}(\.shared)?\.{operand}\b", ptx)
     assert "cp.async" in pipelined and "cp.async" not in plain
 
 
 def test_the_tensor_core_template_refuses_before_compiling_what_does_not_fit():
     space = make_space("cuda-tensorcore", get_workload("gemm_fp16", "M=256,N=96,K=256"), TARGET.spec)
     # a 256 x 32 tile, 64 deep, three stages: 3 x (256 x (64 + 8) + 64 x (32 + 8)) x 2 bytes
-    big = {"warps_m": 4, "warps_n": 2, "frags_m": 4, "frags_n": 1, "chunk": 4, "stages": 3, "pad": 8, "vector": 8}
+    big = {"fragment": "16x16x16", "warps_m": 4, "warps_n": 2, "frags_m": 4, "frags_n": 1, "chunk": 4, "stages": 3, "pad": 8, "vector": 8}
     assert space.check(big) == "125952 bytes of shared memory exceed the limit of 49152"
     assert space.check(dict(big, stages=1)) is None  # 41984 bytes
-    assert space.check(space.named("default")) == "N=96 is not a multiple of the tile's 64 (whole 16x16 fragments only)"
+    assert space.check(space.named("default")) == "N=96 is not a multiple of the tile's 64 (whole 16x16x16 fragments only)"
     assert space.check(dict(big, frags_m=1, frags_n=1, chunk=1)) == \
         "the A tile's 1024 elements do not divide among 256 threads x 8-wide loads"
     shallow = make_space("cuda-tensorcore", get_workload("gemm_fp16", "M=64,N=64,K=32"), TARGET.spec)

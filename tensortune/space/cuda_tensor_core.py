@@ -1,9 +1,10 @@
 """The tensor-core knob space for CUDA: matrix multiplies on float16 or bfloat16 operands,
-C[..., i, j] += A[..., i, k] * B[..., k, j], on 16x16x16 `wmma` fragments.
+C[..., i, j] += A[..., i, k] * B[..., k, j], on `wmma` fragments of m x n x k = 16x16x16,
+32x8x16 or 8x32x16 (`fragment`).
 
-A block of `warps_m x warps_n` warps computes a (16 warps_m frags_m) x (16 warps_n frags_n)
+A block of `warps_m x warps_n` warps computes a (m warps_m frags_m) x (n warps_n frags_n)
 tile of C; each warp holds `frags_m x frags_n` accumulator fragments. The reduction advances
-`16 chunk` at a time: both operand tiles are staged in shared memory by all threads of the
+`k chunk` at a time: both operand tiles are staged in shared memory by all threads of the
 block (`vector`-wide loads, rows padded by `pad` elements so that the fragment loads of
 neighbouring rows fall in different banks), then loaded into fragments 16 deep and
 multiplied. With `stages` > 1 the staging is software-pipelined that many steps ahead with
@@ -28,10 +29,11 @@ from .cuda_template import limit_exceeded
 from .knobs import Choice
 from .template import analyse
 
-FRAGMENT = 16  # wmma's m = n = k for 16-bit operands
+FRAGMENTS = {"16x16x16": (16, 16, 16), "32x8x16": (32, 8, 16), "8x32x16": (8, 32, 16)}  # wmma's for 16-bit operands
 OPERANDS = ("float16", "bfloat16")
 WARP = 32
-DEFAULT = {"warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2, "chunk": 2, "stages": 2, "pad": 8, "vector": 8}
+DEFAULT = {"fragment": "16x16x16", "warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2, "chunk": 2, "stages": 2,
+           "pad": 8, "vector": 8}
 
 
 def unfit(workload) -> str | None:
@@ -66,12 +68,12 @@ class CudaTensorCoreSpace(KnobSpace):
         self.out_dtype = workload.io_specs()[1][1]
         self.M, self.K = a_shape[-2:]
         self.N = workload.io_specs()[1][0][-1]
-        super().__init__([Choice("warps_m", (1, 2, 4)), Choice("warps_n", (1, 2, 4)), Choice("frags_m", (1, 2, 4)),
+        super().__init__([Choice("fragment", tuple(FRAGMENTS)), Choice("warps_m", (1, 2, 4)), Choice("warps_n", (1, 2, 4)), Choice("frags_m", (1, 2, 4)),
                           Choice("frags_n", (1, 2, 4)), Choice("chunk", (1, 2, 4)), Choice("stages", (1, 2, 3)),
                           Choice("pad", (0, 8)), Choice("vector", (2, 4, 8))])
 
     def named(self, name: str) -> Point:
-        """default: 2x2 warps of 2x2 fragments (a 64x64 tile), 32 deep, two stages, padded."""
+        """default: 2x2 warps of 2x2 16x16 fragments (a 64x64 tile), 32 deep, two stages, padded."""
         if name == "default":
             return dict(DEFAULT)
         raise InvalidPoint(f"the cuda-tensorcore space has no named point '{name}' (known: default)")
@@ -86,14 +88,14 @@ class CudaTensorCoreSpace(KnobSpace):
 
     def tile(self, point: Point) -> tuple[int, int, int]:
         """The block's tile of C (rows, columns) and the reduction step."""
-        return (FRAGMENT * point["warps_m"] * point["frags_m"], FRAGMENT * point["warps_n"] * point["frags_n"],
-                FRAGMENT * point["chunk"])
+        m, n, k = FRAGMENTS[point["fragment"]]
+        return m * point["warps_m"] * point["frags_m"], n * point["warps_n"] * point["frags_n"], k * point["chunk"]
 
     def _unfit(self, point: Point) -> str | None:
         rows, cols, depth = self.tile(point)
         for axis, extent, step in (("M", self.M, rows), ("N", self.N, cols), ("K", self.K, depth)):
             if extent % step:
-                return f"{axis}={extent} is not a multiple of the tile's {step} (whole 16x16 fragments only)"
+                return f"{axis}={extent} is not a multiple of the tile's {step} (whole {point['fragment']} fragments only)"
         threads = WARP * point["warps_m"] * point["warps_n"]
         for operand, size in (("A", rows * depth), ("B", depth * cols)):
             if size % (threads * point["vector"]):
@@ -104,14 +106,15 @@ class CudaTensorCoreSpace(KnobSpace):
 
     def resources(self, point: Point) -> dict:
         """Shared bytes per block (every pipeline stage's operand tiles, padded rows) and
-        32-bit registers per thread holding fragments (a warp's 256-element fragment is 8
-        elements per lane)."""
+        32-bit registers per thread holding fragments (a warp's fragment spread over its 32
+        lanes)."""
         rows, cols, depth = self.tile(point)
+        m, n, k = FRAGMENTS[point["fragment"]]
         half = 2  # bytes of a float16 or bfloat16
         shared = point["stages"] * (rows * (depth + point["pad"]) + depth * (cols + point["pad"])) * half
-        accumulator = point["frags_m"] * point["frags_n"] * 8 * (4 if self.out_dtype == "float32" else 2) // 4
-        operands = (point["frags_m"] + point["frags_n"]) * 8 * half // 4
-        return {"shared_bytes": shared, "local_words": accumulator + operands}
+        accumulator = point["frags_m"] * point["frags_n"] * m * n * (4 if self.out_dtype == "float32" else 2)
+        operands = (point["frags_m"] * m * k + point["frags_n"] * k * n) * half
+        return {"shared_bytes": shared, "local_words": (accumulator + operands) // (WARP * 4)}
 
     def schedule(self, point: Point) -> s_tir.Schedule:
         sch = s_tir.Schedule(self.func)
@@ -122,11 +125,12 @@ class CudaTensorCoreSpace(KnobSpace):
         return sch
 
     def _transform(self, sch: s_tir.Schedule, point: Point) -> None:
+        shape = m, n, k = FRAGMENTS[point["fragment"]]
         block = sch.get_sblock(analyse(self.func).main)
-        *batch, i, j, k = sch.get_loops(block)
-        i0, i1, i2, i3 = sch.split(i, [None, point["warps_m"], point["frags_m"], FRAGMENT])
-        j0, j1, j2, j3 = sch.split(j, [None, point["warps_n"], point["frags_n"], FRAGMENT])
-        k0, k1, k2 = sch.split(k, [None, point["chunk"], FRAGMENT])
+        *batch, i, j, r = sch.get_loops(block)
+        i0, i1, i2, i3 = sch.split(i, [None, point["warps_m"], point["frags_m"], m])
+        j0, j1, j2, j3 = sch.split(j, [None, point["warps_n"], point["frags_n"], n])
+        k0, k1, k2 = sch.split(r, [None, point["chunk"], k])
         sch.reorder(*batch, i0, j0, i1, j1, k0, k1, i2, j2, i3, j3, k2)
         sch.bind(sch.fuse(*batch, i0, j0), "blockIdx.x")
         warp = sch.fuse(i1, j1)
@@ -137,11 +141,12 @@ class CudaTensorCoreSpace(KnobSpace):
             self._stage(sch, block, index, k0, point)
             loaded = sch.cache_read(block, index, fragment)
             sch.compute_at(loaded, k1)
-            _tensorize_tile(sch, loaded, _intrinsic("load", self.in_dtype, "shared.dyn", index == 1, False))
+            _tensorize_tile(sch, loaded, (k, n) if index else (m, k),
+                            _intrinsic("load", shape, self.in_dtype, "shared.dyn", index == 1, False))
         init = sch.decompose_reduction(block, k0)
-        sch.tensorize(sch.get_loops(init)[-2], _intrinsic("fill", self.out_dtype))
-        sch.tensorize(i3, _intrinsic("sync", self.in_dtype, self.out_dtype, False))
-        _tensorize_tile(sch, accumulator, _intrinsic("store", self.out_dtype, "global"))
+        sch.tensorize(sch.get_loops(init)[-2], _intrinsic("fill", shape, self.out_dtype))
+        sch.tensorize(i3, _intrinsic("sync", shape, self.in_dtype, self.out_dtype, False))
+        _tensorize_tile(sch, accumulator, (m, n), _intrinsic("store", shape, self.out_dtype, "global"))
         if point["stages"] > 1:  # the two staging copies run `stages - 1` steps ahead, asynchronously
             sch.annotate(k0, "software_pipeline_stage", [0, 0, point["stages"] - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
@@ -162,18 +167,20 @@ class CudaTensorCoreSpace(KnobSpace):
         sch.vectorize(vector)
 
 
-def _tensorize_tile(sch, block, intrinsic: str) -> None:
-    """The block's last two loops cut into 16x16 pieces, each one call of the intrinsic."""
+def _tensorize_tile(sch, block, piece: tuple[int, int], intrinsic: str) -> None:
+    """The block's last two loops cut into pieces of `piece` (rows, columns), each one call
+    of the intrinsic."""
     rows, cols = sch.get_loops(block)[-2:]
-    outer_rows, inner_rows = sch.split(rows, [None, FRAGMENT])
-    outer_cols, inner_cols = sch.split(cols, [None, FRAGMENT])
+    outer_rows, inner_rows = sch.split(rows, [None, piece[0]])
+    outer_cols, inner_cols = sch.split(cols, [None, piece[1]])
     sch.reorder(outer_rows, outer_cols, inner_rows, inner_cols)
     sch.tensorize(inner_rows, intrinsic)
 
 
-def _intrinsic(kind: str, dtype: str, *args) -> str:
-    """The name of TVM's 16x16x16 wmma intrinsic of that kind for the dtype, registered here
-    from TVM's generators on first use (TVM itself registers none for bfloat16)."""
+def _intrinsic(kind: str, shape: tuple[int, int, int], dtype: str, *args) -> str:
+    """The name of TVM's wmma intrinsic of that kind, fragment shape and dtype, registered
+    here from TVM's generators on first use (TVM itself registers none for bfloat16, and
+    only 16x16x16 ones for float16)."""
     from tvm.s_tir import TensorIntrin
 
     from ..target import load_intrinsics
@@ -181,10 +188,10 @@ def _intrinsic(kind: str, dtype: str, *args) -> str:
     load_intrinsics("cuda")  # TVM's CUDA intrinsics module alone, not every target's
     from tvm.s_tir.tensor_intrin import cuda
 
-    name = "tensortune_wmma_" + "_".join(str(a) for a in (kind, dtype, *args))
+    name = "tensortune_wmma_" + "_".join(str(a) for a in (kind, "x".join(map(str, shape)), dtype, *args))
     if TensorIntrin.get(name, allow_missing=True) is None:
         make = {"load": cuda.get_wmma_load_intrin, "sync": cuda.get_wmma_sync_intrin, "fill": cuda.get_wmma_fill_intrin,
                 "store": cuda.get_wmma_store_intrin}[kind]
-        TensorIntrin.register(name, *make(FRAGMENT, FRAGMENT, FRAGMENT, dtype, *args))
+        TensorIntrin.register(name, *make(*shape, dtype, *args))
     return name
 
