@@ -45,10 +45,12 @@ def built_ptx(space, points, tmp_path) -> list[str]:
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name,shape", [("gemm_fp16", "M=256,N=256,K=256"),
-                                        ("conv2d_fp16", "N=2,H=14,W=14,CI=64,CO=64,K=3,S=1"),
-                                        ("gemm_fp16acc16", "M=128,N=128,K=128")])
-def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, tmp_path):
+@pytest.mark.parametrize("name,shape,types", [("gemm_fp16", "M=256,N=256,K=256", "f32.f32"),
+                                              ("conv2d_fp16", "N=2,H=14,W=14,CI=64,CO=64,K=3,S=1", "f32.f32"),
+                                              ("conv2d_bf16", "N=2,H=14,W=14,CI=64,CO=64,K=3,S=1", "f32.bf16.bf16.f32"),
+                                              ("gemm_fp16acc16", "M=128,N=128,K=128", "f16.f16")])
+def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, types, tmp_path):
+    """In the sketch space; bfloat16 through the wmma intrinsic groups we give MetaSchedule's rule."""
     space = make_space("sketch", get_workload(name, shape), TARGET.spec)
     assert tensorized(space), "MetaSchedule's tensor-core rule made no sketch"
     rng = random.Random(0)
@@ -58,7 +60,7 @@ def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, 
         if point["sketch"] in tensorized(space):
             points.append(point)
     for ptx in built_ptx(space, points, tmp_path):
-        assert re.search(r"\bwmma\.mma\.sync\b|\bmma\.sync\b", ptx)
+        assert re.search(rf"\bwmma\.mma\.sync\.aligned\.\w+\.\w+\.m16n16k16\.{re.escape(types)}\s", ptx)
 
 
 @needs_nvcc
@@ -123,6 +125,7 @@ def test_half_precision_operators_default_to_a_tensor_core_space_on_cuda():
     assert default_space(half, TARGET.spec) == "cuda-tensorcore"
     assert default_space(get_workload("batch_matmul_bf16", "B=2,M=64,N=64,K=64"), TARGET.spec) == "cuda-tensorcore"
     assert default_space(get_workload("conv2d_fp16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET.spec) == "sketch"
+    assert default_space(get_workload("conv2d_bf16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET.spec) == "sketch"
     assert default_space(single, TARGET.spec) == "cuda-template"
     assert default_space(half, make_target("cpu", 1).spec) == "cpu-template"
 

@@ -25,14 +25,14 @@ INTERNAL = {"default": "default:DefaultSpace", "metaschedule-trace": "sketch:Tra
 
 def default_space(workload, target_spec: dict) -> str:
     """The target's template space; on CUDA, for a matrix multiply of float16 or bfloat16
-    operands the tensor-core template, and for another operator with float16 inputs the
-    sketch space (MetaSchedule's tensor-core rules)."""
+    operands the tensor-core template, and for another operator with such inputs the sketch
+    space (MetaSchedule's tensor-core rules, with ours for bfloat16)."""
     if target_spec["kind"] == "cuda":
         from .cuda_tensor_core import unfit
 
         if unfit(workload) is None:
             return "cuda-tensorcore"
-        if any(dtype == "float16" for _, dtype in workload.io_specs()[0]):
+        if any(dtype in ("float16", "bfloat16") for _, dtype in workload.io_specs()[0]):
             return "sketch"
     return TEMPLATES[target_spec["kind"]]
 

@@ -15,7 +15,8 @@ Points are checked before anything is scheduled or compiled: the tile must divid
 operator (fragments are whole), each staged tile must divide among the threads' vector
 loads, the pipeline must fit in the reduction, and shared memory, registers and threads
 must fit the GPU's limits (named, with the amounts, when they do not). bfloat16 fragments
-use intrinsics registered here: TVM registers wmma intrinsics for float16 and int8 only.
+use intrinsics registered here: TVM registers wmma intrinsics for float16 and int8 only
+(`bfloat16_rules` gives MetaSchedule's sketch space the same for bfloat16 convolutions).
 """
 from __future__ import annotations
 
@@ -195,3 +196,30 @@ def _intrinsic(kind: str, shape: tuple[int, int, int], dtype: str, *args) -> str
         TensorIntrin.register(name, *make(*shape, dtype, *args))
     return name
 
+
+
+def bfloat16_rules() -> list:
+    """MetaSchedule's CUDA tensor-core schedule rules with the wmma rule's intrinsic groups
+    for bfloat16 operands (float32 accumulation, B plain or transposed), which MetaSchedule
+    lacks: with them the sketch space puts bfloat16 convolutions on tensor cores."""
+    from tvm.s_tir import meta_schedule as ms
+
+    shape = FRAGMENTS["16x16x16"]  # MetaSchedule's wmma rule tiles by 16x16x16
+
+    def group(trans_b: bool) -> dict:
+        return {"init": _intrinsic("fill", shape, "float32"),
+                "load_a": _intrinsic("load", shape, "bfloat16", "shared.dyn", False, False),
+                "load_b": _intrinsic("load", shape, "bfloat16", "shared.dyn", True, trans_b),
+                "compute": _intrinsic("sync", shape, "bfloat16", "float32", trans_b),
+                "store": _intrinsic("store", shape, "float32", "shared.dyn")}
+
+    rules = list(ms.ScheduleRule.create("cuda-tensorcore"))
+    wmma = next(i for i, rule in enumerate(rules) if isinstance(rule, ms.schedule_rule.MultiLevelTilingTensorCore))
+    # the settings of MetaSchedule's own wmma rule (DefaultCUDATensorCore), other groups
+    rules[wmma] = ms.schedule_rule.MultiLevelTilingTensorCore(
+        intrin_groups=[group(False), group(True)], structure="SSSRRSRS",
+        tile_binds=["blockIdx.y", "blockIdx.x", "threadIdx.y"], max_innermost_factor=4,
+        vector_load_lens=[1, 2, 3, 4, 8, 16],
+        reuse_read=ms.schedule_rule.ReuseType(req="must", levels=[4], scope="shared.dyn"),
+        reuse_write=ms.schedule_rule.ReuseType(req="must", levels=[2], scope="shared.dyn"))
+    return rules

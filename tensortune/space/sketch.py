@@ -15,6 +15,10 @@ receive modules.
 from __future__ import annotations
 
 import math
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
 
 from ..points import InvalidPoint, Point
 from .base import KnobSpace, first_line
@@ -26,6 +30,9 @@ LOCATION_SAMPLES = 8  # design spaces drawn to collect the compute locations eac
 # 0.9, compute location 0.05, unroll 0.03): tiles matter most, and a mutation never switches
 # the sketch (a new sketch comes from sampling or crossover, as in MetaSchedule's population).
 MUTATION_WEIGHTS = {"PerfectTile": 0.9, "ComputeLocation": 0.05, "Categorical": 0.05}
+# the tensor-core rule says so for every bfloat16 block of every design space drawn (16 to
+# 32 lines per space): said once in the README instead
+BFLOAT16_ALIGN_WARNING = "StorageAlign is not applied for data type bfloat16"
 
 
 def _context(workload, target_spec: dict, seed: int):
@@ -36,9 +43,30 @@ def _context(workload, target_spec: dict, seed: int):
 
     load_intrinsics(target_spec["kind"])
     func = _without_schedule_rules(workload.prim_func())
+    generator = ms.space_generator.PostOrderApply()
+    if target_spec["kind"] == "cuda" and any(dtype == "bfloat16" for _, dtype in workload.io_specs()[0]):
+        from .cuda_tensor_core import bfloat16_rules
+
+        generator = ms.space_generator.PostOrderApply(sch_rules=bfloat16_rules(), postprocs="cuda-tensorcore",
+                                                      mutator_probs="cuda-tensorcore")
     return ms.TuneContext(mod=tvm.IRModule({"main": func}), target=tvm.target.Target(target_spec),
-                          space_generator=ms.space_generator.PostOrderApply(), task_name=workload.key,
-                          rand_state=seed)
+                          space_generator=generator, task_name=workload.key, rand_state=seed)
+
+
+@contextmanager
+def _dropping(warning: str):
+    """Standard error (TVM's C++ log included) without the lines holding `warning`."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile("w+") as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            sys.stderr.write("".join(line for line in caught if warning not in line))
 
 
 def _without_schedule_rules(func):
@@ -68,11 +96,12 @@ class SketchSpace(KnobSpace):
         self.workload, self.target_kind, self.target_spec = workload, target_spec["kind"], target_spec
         ctx = _context(workload, target_spec, seed=1)
         self.mod, self.postprocs = ctx.mod, list(ctx.space_generator.postprocs)
-        self.traces = [s.trace for s in ctx.generate_design_space()]
+        with _dropping(BFLOAT16_ALIGN_WARNING):
+            self.traces = [s.trace for s in ctx.generate_design_space()]
+            variants = [[s.trace for s in _context(workload, target_spec, seed).generate_design_space()]
+                        for seed in range(2, LOCATION_SAMPLES + 1)]
         if not self.traces:
             raise InvalidPoint(f"MetaSchedule generated no design space for {workload.key}")
-        variants = [[s.trace for s in _context(workload, target_spec, seed).generate_design_space()]
-                    for seed in range(2, LOCATION_SAMPLES + 1)]
         knobs: list = [Choice("sketch", tuple(range(len(self.traces))))]
         self.slots: list[tuple[int, object, str]] = []  # (sketch, instruction, knob name)
         self.defaults: dict = {}
