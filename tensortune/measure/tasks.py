@@ -56,7 +56,11 @@ def build(task: BuildTask) -> float:
 
         source = lib.mod.imports[0].inspect_source()
         with target:  # nvcc's wrapper reads the compute version from the current target
-            binary = nvcc.compile_cuda(source, target_format="fatbin", arch=task.target["arch"], compiler="nvcc")
+            try:
+                binary = nvcc.compile_cuda(source, target_format="fatbin", arch=task.target["arch"], compiler="nvcc")
+            except RuntimeError as err:  # its message is the whole source, then nvcc's output
+                errors = [line.split(": error: ", 1)[-1].strip() for line in str(err).splitlines() if ": error" in line]
+                raise RuntimeError(f"nvcc rejected TVM's CUDA source: {'; '.join(errors[:2]) or 'no error line'}") from None
         base = os.path.splitext(task.path)[0]
         with open(base + ".fatbin", "wb") as f:
             f.write(binary)
