@@ -27,14 +27,20 @@ def tensorized(space) -> set[int]:
     return {s for s, trace in enumerate(space.traces) if "meta_schedule.auto_tensorize" in str(trace)}
 
 
-def built_ptx(space, points, tmp_path) -> list[str]:
+@pytest.fixture(scope="module")
+def builder():
+    """One set of build workers for the module (each worker imports TVM: seconds apiece)."""
+    with Measurer(TARGET.spec, MeasureConfig(build_workers=2)) as measurer:
+        yield measurer
+
+
+def built_ptx(builder, space, points, tmp_path) -> list[str]:
     """Build the points as a tuning run does (binaries for sm_90), then the PTX of each
     kernel's CUDA source, compiled the same way."""
     from tvm.support import nvcc
 
     paths = [str(tmp_path / f"{space.workload.name}-{i}.so") for i in range(len(points))]
-    with Measurer(TARGET.spec, MeasureConfig(build_workers=2)) as measurer:
-        outcomes = measurer.build(space, points, paths)
+    outcomes = builder.build(space, points, paths)
     assert all(o.ok for o in outcomes), [o.reason for o in outcomes]
     ptx = []
     for point in points:
@@ -49,7 +55,7 @@ def built_ptx(space, points, tmp_path) -> list[str]:
                                               ("conv2d_fp16", "N=2,H=14,W=14,CI=64,CO=64,K=3,S=1", "f32.f32"),
                                               ("conv2d_bf16", "N=2,H=14,W=14,CI=64,CO=64,K=3,S=1", "f32.bf16.bf16.f32"),
                                               ("gemm_fp16acc16", "M=128,N=128,K=128", "f16.f16")])
-def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, types, tmp_path):
+def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, types, builder, tmp_path):
     """In the sketch space; bfloat16 through the wmma intrinsic groups we give MetaSchedule's rule."""
     space = make_space("sketch", get_workload(name, shape), TARGET.spec)
     assert tensorized(space), "MetaSchedule's tensor-core rule made no sketch"
@@ -59,7 +65,7 @@ def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, 
         point = space.sample(rng)
         if point["sketch"] in tensorized(space):
             points.append(point)
-    for ptx in built_ptx(space, points, tmp_path):
+    for ptx in built_ptx(builder, space, points, tmp_path):
         assert re.search(rf"\bwmma\.mma\.sync\.aligned\.\w+\.\w+\.m16n16k16\.{re.escape(types)}\s", ptx)
 
 
@@ -67,13 +73,14 @@ def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, 
 @pytest.mark.parametrize("name,shape,operand,fragment", [("gemm_fp16", "M=256,N=128,K=256", "f16", "16x16x16"),
                                                          ("gemm_bf16", "M=128,N=128,K=128", "bf16", "32x8x16"),
                                                          ("batch_matmul_fp16", "B=2,M=64,N=128,K=128", "f16", "8x32x16")])
-def test_the_tensor_core_template_builds_for_sm90_with_mma_and_async_copies(name, shape, operand, fragment, tmp_path):
+def test_the_tensor_core_template_builds_for_sm90_with_mma_and_async_copies(name, shape, operand, fragment, builder,
+                                                                           tmp_path):
     """At a fragment shape, a pipelined point (two stages) and an unpipelined one: both
     multiply on tensor cores with the operand's type and the fragment's shape; only the
     pipelined one copies asynchronously."""
     space = make_space("cuda-tensorcore", get_workload(name, shape), TARGET.spec)
     points = [dict(space.named("default"), fragment=fragment), dict(space.named("default"), fragment=fragment, stages=1, pad=0)]
-    pipelined, plain = built_ptx(space, points, tmp_path)
+    pipelined, plain = built_ptx(builder, space, points, tmp_path)
     m, n, k = fragment.split("x")
     for ptx in (pipelined, plain):
         assert re.search(rf"\bwmma\.mma\.sync\.aligned\.row\.row\.m{m}n{n}k{k}\.f32\.", ptx)  # float32 accumulators
@@ -97,10 +104,10 @@ def test_the_tensor_core_template_refuses_before_compiling_what_does_not_fit():
 
 
 @needs_nvcc
-def test_an_fp32_gemm_gets_no_tensor_core_instructions(tmp_path):
+def test_an_fp32_gemm_gets_no_tensor_core_instructions(builder, tmp_path):
     space = make_space("sketch", get_workload("gemm", "M=256,N=256,K=256"), TARGET.spec)
     assert not tensorized(space)
-    (ptx,) = built_ptx(space, [space.sample(random.Random(0))], tmp_path)
+    (ptx,) = built_ptx(builder, space, [space.sample(random.Random(0))], tmp_path)
     assert not re.search(r"\bw?mma\.", ptx) and re.search(r"\bfma\.rn(\.ftz)?\.f32\b", ptx)
 
 
