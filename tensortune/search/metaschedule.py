@@ -7,6 +7,7 @@ every one of them with our measurement, so both tuners are compared with one yar
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -17,8 +18,9 @@ from pathlib import Path
 
 NAME = "metaschedule"
 TRIALS_PER_ROUND = 32
-# Each round MetaSchedule starts fresh build workers that import TVM's tensor intrinsics
-# (about 26 s here); its default 30 s build timeout then fails every candidate.
+# Each round MetaSchedule starts fresh build workers; its default build imports every target's
+# tensor intrinsics (about 20 s a worker here), and its default
+# 30 s build timeout then failed every candidate.
 BUILD_TIMEOUT_S = 180.0
 
 
@@ -51,6 +53,8 @@ def run_metaschedule(workload, target_spec: dict, trials: int, threads: int, fol
 
     from ..target import load_intrinsics
 
+    # here and, first thing, in each build worker: its default build then imports no other
+    # target's intrinsics (the builds are of scheduled modules; nothing looks them up)
     load_intrinsics(target_spec["kind"])
     os.environ["TVM_NUM_THREADS"] = str(threads)  # its runner processes inherit this
     folder.mkdir(parents=True, exist_ok=True)
@@ -58,7 +62,8 @@ def run_metaschedule(workload, target_spec: dict, trials: int, threads: int, fol
     with _stdout_to_stderr():
         ms.tune_tir(tvm.IRModule({"main": workload.prim_func()}), tvm.target.Target(target_spec), str(folder),
                     max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND, seed=seed + 1,  # 0: unseeded
-                    builder=ms.builder.LocalBuilder(max_workers=threads, timeout_sec=BUILD_TIMEOUT_S),
+                    builder=ms.builder.LocalBuilder(max_workers=threads, timeout_sec=BUILD_TIMEOUT_S,
+                                                    initializer=functools.partial(load_intrinsics, target_spec["kind"])),
                     runner=ms.runner.LocalRunner(timeout_sec=60), num_tuning_cores=threads)
     return time.perf_counter() - start
 
