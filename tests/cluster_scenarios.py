@@ -60,13 +60,16 @@ def hanging(address: str) -> dict:
         start = time.perf_counter()
         results = evaluator.measure(space, [{"kernel": "naive"}, {"kernel": "hangs"}, {"kernel": "naive"},
                                             {"kernel": "clamped"}])
+        last_build = max(end for method, _, end in evaluator.spans if method == "build")
         return {"statuses": [r.status.value for r in results], "reasons": [r.reason for r in results],
-                "seconds": time.perf_counter() - start}
+                "seconds": time.perf_counter() - start,
+                "runs_before_last_build": sum(start < last_build for method, start, _ in evaluator.spans if method == "run")}
 
 
 def node_lost(cluster, address: str, node) -> dict:
     """A device node removed while a round runs: nothing finished is lost, its jobs go to
-    the device left, every point is answered once."""
+    the device left, every point is answered once; a node that joins is used from the next
+    round."""
     from mutants import MutantSpace
 
     target = make_target("cpu", 1)
@@ -79,8 +82,12 @@ def node_lost(cluster, address: str, node) -> dict:
         killer.start()
         results = evaluator.measure(space, [{"kernel": "naive"}] * 24)  # ~4 s on two devices
         killer.join()
-        return {"devices_before": devices, "devices_after": len(evaluator.devices),
-                "statuses": [r.status.value for r in results], "lost": evaluator.lost}
+        after = len(evaluator.devices)
+        cluster.add_node(num_cpus=1, resources={DEVICE + "fake-a": 1})  # a device node joins mid-run
+        cluster.wait_for_nodes()
+        joined = evaluator.measure(space, [{"kernel": "naive"}] * 4)
+        return {"devices_before": devices, "devices_after": after, "devices_joined": len(evaluator.devices),
+                "statuses": [r.status.value for r in results + joined], "lost": evaluator.lost}
 
 
 def two_classes(address: str, tmp: str) -> dict:

@@ -4,10 +4,11 @@ The coordinator (the process that tunes) schedules each point, as the local Meas
 sends the scheduled module to a builder: a Ray actor holding one CPU on any node, compiling
 in a worker process of its own (measure/pool.py), so a compiler crash or hang costs that
 candidate only and the time limit counts from when the compile starts, not from when the job
-was queued. The library comes back as bytes and goes to a device: an actor pinned to a node
-by the custom resource `tensortune-device:<hardware>` (the node declares it when it joins:
-`tensortune node` prints the command), which checks and times one kernel at a time in its own
-run worker, holding its host's cores (measure/cores.py) so no build of this run, or of
+was queued. The library comes back as bytes and goes to a device as soon as one is free (the
+other builds go on meanwhile, so a device does not wait for a round's last compile): an actor
+pinned to a node by the custom resource `tensortune-device:<hardware>` (the node declares it
+when it joins: `tensortune node` prints the command), which checks and times one kernel at a
+time in its own run worker, holding its host's cores (measure/cores.py) so no build of this run, or of
 another tensortune process on that host, runs meanwhile.
 
 The coordinator alone answers: one Result per point, which the tuning round stores (in one
@@ -15,7 +16,8 @@ transaction per round, keyed by point), so a retried job cannot store a point tw
 whose actor dies (its node lost) is sent once more to another actor; lost again, it is
 answered as a crash with the reason, and the run goes on with the actors left. Devices are
 never mixed: an evaluator times on one device class (hardware fingerprint), which is the
-`hardware` of the records it makes; several devices of that class share the work.
+`hardware` of the records it makes; several devices of that class share the work, and nodes
+that join the cluster during a run get actors from the next round on.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import itertools
 import os
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -134,7 +137,8 @@ def _take_files(path: str) -> dict[str, bytes]:
 
 @dataclass
 class _Job:
-    index: int
+    index: int  # the point's place in the round
+    method: str  # "build" (on a builder) or "run" (on a device)
     args: tuple
     tries: int = 0
 
@@ -154,75 +158,104 @@ class RayEvaluator:
                             option="--cluster")
         self.target, self.config, self.hardware = target_spec, config, hardware
         self.draws = DrawSeeds(config.seed)
-        builders = max(1, int(ray.cluster_resources().get("CPU", 1)) - classes[hardware])
-        self.builders = [ray.remote(num_cpus=1)(_Builder).remote(config.build_timeout_s) for _ in range(builders)]
-        self.devices = [ray.remote(num_cpus=0, resources={DEVICE + hardware: 1})(_Device).remote(config.threads)
-                        for _ in range(classes[hardware])]
+        self.builders: list = []  # Ray actor handles, made by _grow
+        self.devices: list = []
         self.built: dict[tuple, tuple[dict, float]] = {}  # (workload, space, point) -> (files, build seconds)
         self.lost: list[str] = []  # why actors were given up, for the run's report
-        self.phase_s = {"build": 0.0, "run": 0.0}  # wall seconds in each phase, all rounds (benchmarks/cluster.py)
-        self.jobs = {"build": 0, "run": 0}
+        self.spans: list[tuple[str, float, float]] = []  # (build | run, start, end) of each job (benchmarks/cluster.py)
 
     def measure(self, space, points: list[Point], cutoff_s: float = float("inf"),
                 final: bool = False) -> list[Result]:
+        self._grow()
         keys = [(space.workload.ident, space.name, point_key(p)) for p in points]
-        builds = self._build(space, points, keys)
         cfg = self.config
-        timing = cfg.timing(final, cutoff_s)
+        job = (space.workload.ident, cfg.timing(final, cutoff_s), self.draws.seed(space.workload, final),
+               "cuda" if self.target["kind"] == "cuda" else "cpu")
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
-        seed = self.draws.seed(space.workload, final)
-        device = "cuda" if self.target["kind"] == "cuda" else "cpu"
-        built = [i for i, b in enumerate(builds) if b.ok]
-        runs = self._spread(self.devices, "run", [_Job(i, (builds[i].value[0], (space.workload.ident, timing, seed, device),
-                                                            run_timeout)) for i in built])
-        results = [build_failure(b) for b in builds]
-        for i in built:
-            results[i] = run_result(runs[i], builds[i].value[1])
-            if results[i].ok:
-                self.built[keys[i]] = builds[i].value
+        run = lambda i: _Job(i, "run", (builds[i][0], job, run_timeout))  # noqa: E731
+        results: list[Result | None] = [None] * len(points)
+        builds: dict[int, tuple[dict, float]] = {}  # index -> (files, build seconds)
+        jobs = []
+        for i, (key, point) in enumerate(zip(keys, points)):
+            if key in self.built:  # built and correct in an earlier round: time it again only
+                builds[i] = self.built[key]
+                jobs.append(run(i))
+                continue
+            scheduled = schedule(space, point)
+            if scheduled.ok:
+                jobs.append(_Job(i, "build", (scheduled.value, self.target)))
+            else:
+                results[i] = build_failure(scheduled)
+
+        def then(done: _Job, outcome: Outcome) -> _Job | None:
+            if done.method == "build":
+                if not outcome.ok:
+                    results[done.index] = build_failure(outcome)
+                    return None
+                builds[done.index] = outcome.value
+                return run(done.index)
+            results[done.index] = run_result(outcome, builds[done.index][1])
+            if results[done.index].ok:
+                self.built[keys[done.index]] = builds[done.index]
+            return None
+
+        self._dispatch(jobs, then)
         return results
 
-    def _build(self, space, points: list[Point], keys: list[tuple]) -> list[Outcome]:
-        outcomes = [Outcome(True, self.built[k]) if k in self.built else schedule(space, p) for k, p in zip(keys, points)]
-        todo = [i for i, (k, o) in enumerate(zip(keys, outcomes)) if o.ok and k not in self.built]
-        done = self._spread(self.builders, "build", [_Job(i, (outcomes[i].value, self.target)) for i in todo])
-        for i in todo:
-            outcomes[i] = done[i]
-        return outcomes
+    def _grow(self) -> None:
+        """Actors for the nodes that joined since the last round: as many builders as the
+        cluster's CPUs not counted for devices, a device actor per device of the class. (An
+        actor whose node left is dropped when a job finds it dead.)"""
+        import ray
 
-    def _spread(self, actors: list, method: str, jobs: list[_Job]) -> dict[int, Outcome]:
-        """Each job on a free actor, one job per actor at a time; a job whose actor died goes
-        once more to another (the actor is dropped); answers by job index."""
+        resources = ray.cluster_resources()
+        devices = int(resources.get(DEVICE + self.hardware, 0))
+        builders = max(1, int(resources.get("CPU", 1)) - devices)
+        self.builders += [ray.remote(num_cpus=1)(_Builder).remote(self.config.build_timeout_s)
+                          for _ in range(builders - len(self.builders))]
+        self.devices += [ray.remote(num_cpus=0, resources={DEVICE + self.hardware: 1})(_Device).remote(self.config.threads)
+                         for _ in range(devices - len(self.devices))]
+
+    def _dispatch(self, jobs: list[_Job], then) -> None:
+        """Each job on a free actor of its kind (builders, devices), one job per actor at a
+        time. `then(job, outcome)` takes each answer and may give a next job (a build's run),
+        which starts as soon as a device is free: a device times the round's first kernels
+        while the builders compile the rest. A job whose actor died goes once more to another
+        (the actor is dropped); lost again, it is answered as a crash."""
         import ray
         from ray.exceptions import RayActorError
 
-        start = time.perf_counter()
-        self.jobs[method] += len(jobs)
-        answers: dict[int, Outcome] = {}
-        pending, running = list(jobs)[::-1], {}  # running: object ref -> (actor, job)
-        while pending or running:
-            busy = [actor for actor, _ in running.values()]
-            free = [a for a in actors if a not in busy]
-            while pending and free:
-                job, actor = pending.pop(), free.pop()
-                running[getattr(actor, method).remote(*job.args)] = (actor, job)
+        actors = {"build": self.builders, "run": self.devices}
+        pending = {"build": deque(j for j in jobs if j.method == "build"),
+                   "run": deque(j for j in jobs if j.method == "run")}
+        running: dict = {}  # object ref -> (actor, job, start)
+        while any(pending.values()) or running:
+            busy = [actor for actor, _, _ in running.values()]
+            for method, queue in pending.items():
+                free = [a for a in actors[method] if a not in busy]
+                while queue and free:
+                    job, actor = queue.popleft(), free.pop()
+                    running[getattr(actor, method).remote(*job.args)] = (actor, job, time.perf_counter())
             if not running:
+                method = next(m for m, queue in pending.items() if queue)
                 raise UserError(f"no {method} actor is left in the Ray cluster ({'; '.join(self.lost)})")
             (ref,), _ = ray.wait(list(running), num_returns=1)
-            actor, job = running.pop(ref)
+            actor, job, start = running.pop(ref)
             try:
-                answers[job.index] = ray.get(ref)
+                outcome = ray.get(ref)
             except RayActorError as err:  # its node is gone: drop the actor, try the job once more
-                if actor in actors:
-                    actors.remove(actor)
-                self.lost.append(f"a {method} actor died: {str(err).strip().splitlines()[0][:120]}")
+                if actor in actors[job.method]:
+                    actors[job.method].remove(actor)
+                self.lost.append(f"a {job.method} actor died: {str(err).strip().splitlines()[0][:120]}")
                 job.tries += 1
-                if job.tries > RETRIES:
-                    answers[job.index] = Outcome(False, kind="crash", reason=f"lost with its node {job.tries} times")
-                else:
-                    pending.append(job)
-        self.phase_s[method] += time.perf_counter() - start
-        return answers
+                if job.tries <= RETRIES:
+                    pending[job.method].append(job)
+                    continue
+                outcome = Outcome(False, kind="crash", reason=f"lost with its node {job.tries} times")
+            self.spans.append((job.method, start, time.perf_counter()))
+            follow = then(job, outcome)
+            if follow is not None:
+                pending[follow.method].append(follow)
 
     def close(self) -> None:
         import ray
