@@ -9,7 +9,10 @@ Run alone, as root, in a network namespace of its own (Ray then binds loopback o
 Each configuration is a fresh local cluster (ray.cluster_utils.Cluster): a head node with that
 many CPUs (the builder actors) that is also the device node (resource tensortune-device:bench).
 The same random points (one seed) are measured in rounds of 16 by the RayEvaluator, after one
-warm-up round that starts the actors' workers.
+warm-up round that starts the actors' workers. On one machine builds and timings take turns
+on its cores (a device times alone: measure/cores.py), so the evaluator's overlap of builds
+and runs cannot speed it up here; "run s" is the seconds a device held the cores per kernel,
+"device busy" their share of the wall time.
 """
 from __future__ import annotations
 
@@ -51,9 +54,9 @@ def run(workers: int, args) -> dict:
         ray.shutdown()
         cluster.shutdown()
     built = [r.build_s for r in results if r.build_s]
-    runs = [end - begin for method, begin, end in spans if method == "run"]
+    runs = [held for method, _, _, held in spans if method == "run"]
     return {"workers": workers, "trials": len(results), "ok": sum(r.ok for r in results),
-            "builds_per_s": sum(method == "build" for method, _, _ in spans) / wall,
+            "builds_per_s": sum(method == "build" for method, _, _, _ in spans) / wall,
             "trials_per_min": 60 * len(results) / wall, "build_s": statistics.median(built),
             "run_s": statistics.mean(runs), "device_busy": sum(runs) / wall}
 

@@ -60,10 +60,10 @@ def hanging(address: str) -> dict:
         start = time.perf_counter()
         results = evaluator.measure(space, [{"kernel": "naive"}, {"kernel": "hangs"}, {"kernel": "naive"},
                                             {"kernel": "clamped"}])
-        last_build = max(end for method, _, end in evaluator.spans if method == "build")
+        last_build = max(end for method, _, end, _ in evaluator.spans if method == "build")
         return {"statuses": [r.status.value for r in results], "reasons": [r.reason for r in results],
                 "seconds": time.perf_counter() - start,
-                "runs_before_last_build": sum(start < last_build for method, start, _ in evaluator.spans if method == "run")}
+                "runs_before_last_build": sum(sent < last_build for method, sent, _, _ in evaluator.spans if method == "run")}
 
 
 def node_lost(cluster, address: str, node) -> dict:

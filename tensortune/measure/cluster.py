@@ -93,12 +93,15 @@ class _Builder:
         self.serial = itertools.count()
         self.timeout_s = timeout_s
 
-    def build(self, module: str, target: dict) -> Outcome:
+    def build(self, module: str, target: dict) -> tuple[Outcome, float]:
+        """(the outcome, with the files when built; seconds it held the cores)."""
         path = os.path.join(self.tmp, f"{next(self.serial)}.so")
         with cores.turn(alone=False):  # never while a device on this host times
+            start = time.perf_counter()
             outcome = self.pool.map([tasks.BuildTask(module, target, path)], self.timeout_s)[0]
+            held = time.perf_counter() - start
         files = _take_files(path)
-        return Outcome(True, (files, outcome.value)) if outcome.ok else outcome
+        return (Outcome(True, (files, outcome.value)) if outcome.ok else outcome), held
 
 
 class _Device:
@@ -110,17 +113,20 @@ class _Device:
         self.tmp = tempfile.mkdtemp(prefix="tensortune-ray-run-")
         self.serial = itertools.count()
 
-    def run(self, files: dict[str, bytes], job: tuple, timeout_s: float) -> Outcome:
-        """`job`: RunTask's fields but the path (workload ident, timing, seed, device)."""
+    def run(self, files: dict[str, bytes], job: tuple, timeout_s: float) -> tuple[Outcome, float]:
+        """`job`: RunTask's fields but the path (workload ident, timing, seed, device). Returns
+        (the outcome, seconds it held the device)."""
         base = os.path.join(self.tmp, str(next(self.serial)))
         for suffix, data in files.items():
             with open(base + suffix, "wb") as f:
                 f.write(data)
         workload, timing, seed, device = job
         with cores.turn(alone=True):
+            start = time.perf_counter()
             outcome = self.pool.map([tasks.RunTask(workload, base + ".so", timing, seed, device)], timeout_s)[0]
+            held = time.perf_counter() - start
         _take_files(base + ".so")
-        return outcome
+        return outcome, held
 
 
 def _take_files(path: str) -> dict[str, bytes]:
@@ -162,7 +168,8 @@ class RayEvaluator:
         self.devices: list = []
         self.built: dict[tuple, tuple[dict, float]] = {}  # (workload, space, point) -> (files, build seconds)
         self.lost: list[str] = []  # why actors were given up, for the run's report
-        self.spans: list[tuple[str, float, float]] = []  # (build | run, start, end) of each job (benchmarks/cluster.py)
+        # each job's (build | run, sent, answered, seconds its actor held the cores or device): benchmarks/cluster.py
+        self.spans: list[tuple[str, float, float, float]] = []
 
     def measure(self, space, points: list[Point], cutoff_s: float = float("inf"),
                 final: bool = False) -> list[Result]:
@@ -242,7 +249,7 @@ class RayEvaluator:
             (ref,), _ = ray.wait(list(running), num_returns=1)
             actor, job, start = running.pop(ref)
             try:
-                outcome = ray.get(ref)
+                outcome, held = ray.get(ref)
             except RayActorError as err:  # its node is gone: drop the actor, try the job once more
                 if actor in actors[job.method]:
                     actors[job.method].remove(actor)
@@ -251,8 +258,8 @@ class RayEvaluator:
                 if job.tries <= RETRIES:
                     pending[job.method].append(job)
                     continue
-                outcome = Outcome(False, kind="crash", reason=f"lost with its node {job.tries} times")
-            self.spans.append((job.method, start, time.perf_counter()))
+                outcome, held = Outcome(False, kind="crash", reason=f"lost with its node {job.tries} times"), 0.0
+            self.spans.append((job.method, start, time.perf_counter(), held))
             follow = then(job, outcome)
             if follow is not None:
                 pending[follow.method].append(follow)
