@@ -6,22 +6,31 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench leaderboard clean
+.PHONY: demo test test-fast browser bench leaderboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[torch,search,test,agents,cluster]"
+	$(BIN)/pip install --quiet -e ".[torch,search,test,agents,cluster,report]"
 	touch $(STAMP)
+
+# the HTML report's tests open it in a real headless browser: Debian's chromium, installed here
+# as root where apt-get exists (Debian's archive keeps one version per release, so it is not
+# pinned); elsewhere those tests skip and say how to get it
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
+	  echo "no chromium and no way to install it here: the report's browser tests will skip"
 
 demo: $(STAMP)
 	$(BIN)/tensortune tune conv1d-1024 --trials 64 --db tensortune.db
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 # the suite without the few tests marked slow (about 4 of its 9 minutes)
-test-fast: $(STAMP)
+test-fast: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(STAMP)

@@ -32,7 +32,7 @@ import tvm
 from tensortune.measure.batch import MANIFEST, RESULTS
 from tensortune.tuning.batch import export_batch, import_batch
 from tensortune.db import Database
-from tensortune.report import batch_table
+from tensortune.report.tables import batch_table
 from tensortune.target import make_target
 from tensortune.workloads import get_workload
 from tensortune.workloads.half import RESNET50_FP16

@@ -10,7 +10,7 @@ import argparse
 import json
 import tempfile
 
-from tensortune import report
+from tensortune.report import tables as report
 from tensortune.measure.baselines import measure_baselines
 from tensortune.db import Database
 from tensortune.measure.config import MeasureConfig

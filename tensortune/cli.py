@@ -1,4 +1,4 @@
-"""The `tensortune` command: tune, tune-model, mcp, node, list, show, export, batch (export | run | import).
+"""The `tensortune` command: tune, tune-model, mcp, node, list, show, report, export, batch (export | run | import).
 
 Bad input never ends in a traceback: it is a one-line `error:` message and exit code 2.
 """
@@ -77,7 +77,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
                                       "one per device class, with --cluster)")) -> None:
     """Tune WORKLOAD: search, verify, time, store; then report naive, hand, tuned and vendor times. With --cluster,
     once per device class of the cluster (each class its own task)."""
-    from . import report
+    from .report import tables as report
     from .measure.baselines import measure_baselines
     from .measure.config import MeasureConfig
     from .target import check_runnable
@@ -157,7 +157,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     from .errors import NotConvertible
     from .model import build_model, export_model, import_model, load_factory
     from .model.end_to_end import measure_end_to_end
-    from .report import model_json, model_table
+    from .report.tables import model_json, model_table
     from .target import check_runnable
     from .tuning.tuner import TuneConfig
 
@@ -325,7 +325,7 @@ def show(workload: str = typer.Argument(...), shape: Optional[str] = SHAPE, db: 
 def _show_model(name: str, kernels: list, database) -> None:
     """One line per kernel of the model: calls, trials, default and best per target and hardware;
     then the model's last end-to-end timing against torch eager."""
-    from .report import end_to_end_line
+    from .report.tables import end_to_end_line
 
     out.print(f"[bold]{name}[/]: {len(kernels)} kernels (function, calls, then each task: trials, default, best)")
     for function, key, calls, outputs in kernels:
@@ -345,6 +345,44 @@ def _show_model(name: str, kernels: list, database) -> None:
         when = datetime.fromtimestamp(timing["measured"], timezone.utc)
         out.print(f"last timed {when:%Y-%m-%d %H:%M} UTC on {timing['target']} ({timing['hardware']}): "
                   + end_to_end_line(timing), markup=False, highlight=False)
+
+
+@app.command()
+def report(name: str = typer.Argument(..., help="an operator (preset, FAMILY with --shape, FILE.py:FUNCTION, a "
+                                             "model kernel's key) or a tuned model's name"),
+           shape: Optional[str] = SHAPE, db: str = DB,
+           html_file: str = typer.Option(..., "--html", help="the HTML file to write (self-contained: open it anywhere)")) -> None:
+    """Write an HTML report of NAME's tuning from the records: provenance, convergence, failures, roofline, knob
+    importance, Pareto front, kernels; for a model, its kernels' times, trials and choices."""
+    from .report.page import model_page, operator_page
+
+    database = _open_db(db, must_exist=True)
+    target_for = lambda task: _task_target(database, task)  # noqa: E731
+    kernels = database.model_kernels(name)
+    if kernels:
+        text = model_page(database, name, kernels, lambda key: _workload(key, None, db), target_for)
+    else:
+        wl = _workload(name, shape, db)
+        tasks = database.tasks(wl.key)
+        if not tasks:
+            raise UserError(f"no records for {wl.key} in {db}; run 'tensortune tune {name}' first")
+        text = operator_page(database, wl, tasks, target_for)
+    try:
+        Path(html_file).write_text(text)
+    except OSError as error:
+        raise UserError(f"cannot write '{html_file}': {error.strerror}", option="--html") from None
+    out.print(f"wrote {html_file}", highlight=False)
+
+
+def _task_target(database, task):
+    """The Target a task's records were made for, near enough to draw its roofline and rebuild
+    its kernels here: its kind, its GPU architecture (from the fingerprint), the threads its
+    kernels ran with."""
+    from .target import make_target
+
+    threads = max([r.result.threads for r in database.records(task)] + [1])
+    arch = task.hardware.split("-")[0] if task.hardware.startswith("sm_") else "sm_90"
+    return make_target(task.target, threads, None, arch)
 
 
 @app.command()
@@ -433,7 +471,7 @@ def batch_run(batch: str = typer.Argument(...), timeout: float = typer.Option(60
 def batch_import(batch: str = typer.Argument(...), db: str = DB) -> None:
     """Store a batch's results as records, and print best vs naive, hand and torch per workload."""
     from .tuning.batch import import_batch
-    from .report import batch_table
+    from .report.tables import batch_table
 
     summaries = import_batch(Path(batch), _open_db(db))
     print(batch_table(summaries, batch))

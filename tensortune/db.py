@@ -9,10 +9,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import platform
+import shlex
 import sqlite3
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import UserError
 from .measure.result import BASELINES, Label, Result
@@ -36,6 +40,11 @@ CREATE TABLE IF NOT EXISTS models (
     function TEXT NOT NULL, calls INTEGER NOT NULL, outputs INTEGER NOT NULL, created REAL NOT NULL,
     PRIMARY KEY (model_key, function)
 );
+-- each process that stored records: what it ran and with what (records.run points here)
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY, command TEXT NOT NULL, strategy TEXT NOT NULL, seed INTEGER,
+    options TEXT NOT NULL, versions TEXT NOT NULL, started REAL NOT NULL
+);
 -- a model timed end to end after tuning (model.end_to_end): torch eager, TVM default, tuned
 CREATE TABLE IF NOT EXISTS model_timings (
     model_key TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL, threads INTEGER NOT NULL,
@@ -58,6 +67,20 @@ class Record:
     label: str
     result: Result
     created: float
+    run: int | None = None  # runs.id of the process that stored it (None: stored before runs were kept)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A process that stored records: its command line, strategy (empty where the process did
+    not say: a batch import, an agent), seed, strategy options, package versions, start time."""
+    id: int
+    command: str
+    strategy: str
+    seed: int | None
+    options: dict
+    versions: dict
+    started: float
 
 
 class Database:
@@ -66,23 +89,46 @@ class Database:
         try:
             self.conn = sqlite3.connect(path)
             self.conn.executescript(SCHEMA)
-            self.conn.execute("SELECT count(*) FROM records").fetchone()
+            columns = {row[1] for row in self.conn.execute("PRAGMA table_info(records)")}
+            if "run" not in columns:  # a database from before runs were kept: its records have none
+                self.conn.execute("ALTER TABLE records ADD COLUMN run INTEGER")
         except sqlite3.DatabaseError as err:
             raise UserError(f"cannot use database '{path}': {err}; use a writable SQLite file", option="--db") from None
+        self.run: int | None = None  # this process's runs.id, from its first record on (start_run)
+
+    def start_run(self, strategy: str = "", seed: int | None = None, options: dict | None = None) -> int:
+        """Begin a run: the records this process stores from now on point to it, with the
+        command line and package versions (a report's provenance)."""
+        try:
+            with self.conn:
+                self.run = self.conn.execute(
+                    "INSERT INTO runs (command, strategy, seed, options, versions, started) VALUES (?,?,?,?,?,?)",
+                    (_command_line(), strategy, seed, json.dumps(options or {}, default=str), json.dumps(_versions()),
+                     time.time())).lastrowid
+        except sqlite3.DatabaseError as err:
+            raise UserError(f"cannot write database '{self.path}': {err}; use a writable file", option="--db") from None
+        return self.run
+
+    def runs(self) -> dict[int, Run]:
+        """Every run by id."""
+        rows = self.conn.execute("SELECT id, command, strategy, seed, options, versions, started FROM runs")
+        return {r[0]: Run(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6]) for r in rows}
 
     def add(self, task: Task, label: str, points: list[dict], results: list[Result]) -> None:
         self.add_many([(task, label, p, r) for p, r in zip(points, results)])
 
     def add_many(self, entries: list[tuple[Task, str, dict, Result]]) -> None:
         """(task, label, point, result) rows, of any tasks, in one transaction."""
+        if self.run is None and entries:  # a process that did not say what it runs: its command line still counts
+            self.start_run()
         rows = [(task.workload, task.target, task.hardware, task.space, point_key(p), label,
                  r.status, r.reason, r.latency if r.ok else None, r.spread if r.ok else None,
-                 json.dumps(r.runs), r.threads, r.build_s, time.time()) for task, label, p, r in entries]
+                 json.dumps(r.runs), r.threads, r.build_s, time.time(), self.run) for task, label, p, r in entries]
         try:
             with self.conn:  # one transaction: all rows of a batch land, or none do
                 self.conn.executemany("INSERT INTO records (workload, target, hardware, space, point, label,"
-                                      " status, reason, latency_s, spread, runs, threads, build_s, created)"
-                                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                                      " status, reason, latency_s, spread, runs, threads, build_s, created, run)"
+                                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         except sqlite3.DatabaseError as err:
             raise UserError(f"cannot write database '{self.path}': {err}; use a writable file", option="--db") from None
 
@@ -90,11 +136,11 @@ class Database:
         """The task's records in measurement order."""
         marks = ",".join("?" * len(labels))
         rows = self.conn.execute(
-            "SELECT point, label, status, reason, runs, threads, build_s, created FROM records"
+            "SELECT point, label, status, reason, runs, threads, build_s, created, run FROM records"
             f" WHERE workload=? AND target=? AND hardware=? AND space=? AND label IN ({marks}) ORDER BY id",
             (task.workload, task.target, task.hardware, task.space, *labels)).fetchall()
-        return [Record(point_from_json(p), Label(label), Result(s, reason, tuple(json.loads(runs)), t or 0, b or 0.0), c)
-                for p, label, s, reason, runs, t, b, c in rows]
+        return [Record(point_from_json(p), Label(label), Result(s, reason, tuple(json.loads(runs)), t or 0, b or 0.0), c, run)
+                for p, label, s, reason, runs, t, b, c, run in rows]
 
     def best(self, task: Task) -> Record | None:
         """The fastest verified kernel of the task, naive, hand and a model kernel's default
@@ -185,3 +231,25 @@ class Database:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _command_line() -> str:
+    """This process's command, as typed: `tensortune tune ...` (`python -m tensortune` too)."""
+    if not sys.argv or not sys.argv[0]:
+        return "(python)"
+    program = Path(sys.argv[0])
+    return shlex.join([program.parent.name if program.name == "__main__.py" else program.name, *sys.argv[1:]])
+
+
+def _versions() -> dict[str, str]:
+    """The versions a run's results depend on: Python, ours, TVM's, and torch's when loaded
+    (importing torch for this alone would cost seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for package in ("tensortune", "apache-tvm", *(["torch"] if "torch" in sys.modules else [])):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    return found

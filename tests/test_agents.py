@@ -191,7 +191,7 @@ def test_llm_without_an_endpoint_is_one_error_line(in_process_cli, monkeypatch):
 
 
 def test_a_tuning_run_with_llm_reports_how_many_points_came_from_the_model(monkeypatch, tmp_path):
-    from tensortune import report
+    from tensortune.report import tables as report
     from tensortune.db import Database
     from tensortune.measure.config import MeasureConfig
     from tensortune.space import make_space

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from browser import colours, figures, open_page
 from tensortune import load
 from tensortune.db import Database
 from tensortune.measure import cores
@@ -161,7 +162,7 @@ def test_a_model_that_cannot_come_in_is_one_line_and_exit_2(factory, message, tm
 
 
 @pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
-def test_tune_model_from_the_command_line_then_show(tmp_path, in_process_cli):
+def test_tune_model_from_the_command_line_then_show_and_report(tmp_path, in_process_cli):
     done = cli("tune-model", "conv_block", "--trials", "4", "--batch", "4", "--space", "cpu-template", "--db", "t.db",
                "--out", "tuned", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -174,6 +175,13 @@ def test_tune_model_from_the_command_line_then_show(tmp_path, in_process_cli):
     code, shown, stderr = in_process_cli("show", "conv_block", "--db", "t.db", cwd=tmp_path)
     assert code == 0 and "5 kernels" in shown and "4 trials" in shown, stderr
     assert f"torch eager {timing['eager_s'] * 1e3:.3f} ms" in shown and "last timed 20" in shown
+    code, _, stderr = in_process_cli("report", "conv_block", "--db", "t.db", "--html", "conv_block.html", cwd=tmp_path)
+    assert code == 0, stderr
+    dom, console, shot = open_page(tmp_path / "conv_block.html", "report-model.png")
+    assert console == [] and colours(shot) > 50
+    assert set(figures(dom)) == {"kernel-times", "roofline", "statuses"} and all(figures(dom).values())
+    assert dom.count("<tr><td>fused_") + dom.count("<tr><td>add") + dom.count("<tr><td>reshape") == 5  # every kernel
+    assert f"torch eager {timing['eager_s'] * 1e3:.3f} ms" in dom and "tensortune tune-model conv_block" in dom
 
 
 def test_transcendental_functions_become_vectorisable_approximations():

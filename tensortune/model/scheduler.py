@@ -104,6 +104,7 @@ def tune_model(model: ImportedModel, target: Target, db: Database, config: TuneC
 
 def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
     start = time.perf_counter()
+    db.start_run(config.strategy, config.seed, dict(config.options))
     db.add_model(model.name, model.key, model.kernel_rows())
     with make_evaluator(target, measure) as measurer:
         states = [_state(k, target, db, config, measurer) for k in model.all_kernels()]

@@ -5,7 +5,7 @@ import math
 
 from rich.table import Table
 
-from .tuning.tuner import Summary
+from ..tuning.tuner import Summary
 
 
 def rows(summary: Summary) -> list[tuple[str, float | None]]:

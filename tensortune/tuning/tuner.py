@@ -85,6 +85,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
     check_runnable(target)
     space = TraceSpace.name if config.strategy == metaschedule.NAME else config.space
     with db.claim([Task(workload.key, target.name, target.hardware, space)]):
+        db.start_run(config.strategy, config.seed, dict(config.options))
         start = time.perf_counter()  # tuning time includes setting up the space and the workers
         with make_evaluator(target, measure) as measurer:
             if config.strategy == metaschedule.NAME:
