@@ -72,6 +72,9 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
          baselines: bool = typer.Option(True, help="also time numpy (and torch) on the same machine"),
          warm_start_family: bool = typer.Option(False, "--warm-start-family",
                                                 help="also learn from records of other shapes of this operator"),
+         objectives: Optional[str] = typer.Option(None, "--objectives", help="latency | latency,build_s: with two, the "
+                                                  "summary gives the Pareto front of the task's correct kernels (default: "
+                                                  "the strategy's; mobo and nsga2 search for that front)"),
          cluster: Optional[str] = CLUSTER,
          as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object (one per line, "
                                       "one per device class, with --cluster)")) -> None:
@@ -87,6 +90,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
 
     options = _options(option)
     check_options(strategy, options)  # unknown names and bad values stop before any work starts
+    goals = _objectives(strategy, objectives)
     wl, tgt = _workload(workload, shape, db), _target(target, threads, mcpu, arch)
     space = space or default_space(wl, tgt.spec)
     check_fits(space, tgt.spec)
@@ -98,7 +102,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
     check_memory(wl)
     database = _open_db(db)  # only once every check passed: a refused command leaves no database
     config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space,
-                        warm_start_family=warm_start_family, options=tuple(options.items()))
+                        warm_start_family=warm_start_family, options=tuple(options.items()), objectives=goals)
     for tgt in targets:
         with _progress(as_json) as bar:
             where = f" on {tgt.hardware}" if cluster else ""
@@ -112,6 +116,21 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
             print(json.dumps(report.as_json(summary)))
         else:
             out.print(report.table(summary))
+
+
+def _objectives(strategy: str, text: str | None) -> tuple[str, ...]:
+    """The run's objectives: --objectives, checked against what the strategy minimises."""
+    from .objectives import check
+
+    cls = strategy_class(strategy)
+    own = cls.objectives if cls else ("latency",)
+    if text is None:
+        return own
+    goals = check(text)
+    if len(own) > 1 and goals != own:
+        raise UserError(f"--strategy {strategy} searches for the front of {','.join(own)}; give --objectives "
+                        f"{','.join(own)} or another strategy", option="--objectives")
+    return goals
 
 
 def _device_classes(tgt, cluster: str | None, one: bool = False) -> list:

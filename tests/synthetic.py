@@ -11,7 +11,8 @@ def synthetic_result(point: dict) -> Result:
         return Result("build_error", "synthetic infeasible region")
     distance = sum(abs(math.log2(v[-1]) - 3) for k, v in point.items() if k.startswith("tile."))
     latency = 1e-3 * (1 + distance + (0 if point["parallel"] else 2))
-    return Result("ok", "", (latency,) * 3, threads=2)
+    build_s = 0.05 * (1 + point["unroll"] / 16 + sum(v[-1] for k, v in point.items() if k.startswith("tile.")) / 64)
+    return Result("ok", "", (latency,) * 3, threads=2, build_s=build_s)  # bigger unrolled tiles build slower
 
 
 def infeasible(point: dict) -> bool:

@@ -8,9 +8,8 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from .. import objectives
 from ..db import Record, Run
-
-OBJECTIVES = {"latency": "latency (ms)", "build_s": "build time (s)"}  # the objectives every record holds
 
 
 @dataclass
@@ -86,23 +85,10 @@ def importance(records: list[Record]) -> list[tuple[str, float]]:
     return sorted(shares.items(), key=lambda kv: -kv[1])
 
 
-def objective(record: Record, name: str) -> float:
-    """A correct record's value of an objective (OBJECTIVES): all are minimised."""
-    return record.result.latency if name == "latency" else record.result.build_s
-
-
-def pareto_front(records: list[Record], objectives: tuple[str, ...] = ("latency", "build_s")) -> list[Record]:
+def pareto_front(records: list[Record], names: tuple[str, ...] = ("latency", "build_s")) -> list[Record]:
     """The correct records no other correct record beats on every objective (ties kept once),
     by the first objective."""
-    ok = [r for r in records if r.result.ok and all(objective(r, o) > 0 for o in objectives)]
-    values = [tuple(objective(r, o) for o in objectives) for r in ok]
-    front, seen = [], set()
-    for record, mine in zip(ok, values):
-        dominated = any(all(a <= b for a, b in zip(other, mine)) and other != mine for other in values)
-        if not dominated and mine not in seen:
-            seen.add(mine)
-            front.append(record)
-    return sorted(front, key=lambda r: objective(r, objectives[0]))
+    return [record for record, _ in objectives.pareto_front([(r, r.result) for r in records], names)]
 
 
 def _first_line(text: str, limit: int = 160) -> str:

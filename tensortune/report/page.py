@@ -17,6 +17,7 @@ import json
 import math
 from datetime import datetime, timezone
 
+from .. import objectives
 from ..db import Database, Record, Task
 from ..measure.result import Label
 from ..measure.roofline import ceilings
@@ -143,14 +144,14 @@ def _importance(records: list[Record]) -> str:
         "(correlation ratio); knobs interact, so the shares need not add up to one")
 
 
-def _front(records: list[Record], objectives: tuple[str, str] = ("latency", "build_s")) -> str:
-    front = history.pareto_front(records, objectives)
-    ok = [r for r in records if r.result.ok and all(history.objective(r, o) > 0 for o in objectives)]
+def _front(records: list[Record], names: tuple[str, str] = ("latency", "build_s")) -> str:
+    front = history.pareto_front(records, names)
+    ok = [r for r in records if r.result.ok and all(objectives.value(r.result, n) > 0 for n in names)]
     if len(ok) < 2:
         return ""
-    pairs = lambda rs: [tuple(history.objective(r, o) for o in objectives) for r in rs]  # noqa: E731
+    pairs = lambda rs: [tuple(objectives.value(r.result, n) for n in names) for r in rs]  # noqa: E731
     rows = [[f"{r.result.latency * 1e3:.4f}", f"{r.result.build_s:.3f}", _short(json.dumps(r.point))] for r in front]
-    return (_h(3, "Pareto front: latency and build time") + _figure("front", plots.front(pairs(ok), pairs(front), objectives))
+    return (_h(3, "Pareto front: latency and build time") + _figure("front", plots.front(pairs(ok), pairs(front), names))
             + _table(["latency (ms)", "build (s)", "point"], rows))
 
 

@@ -6,7 +6,8 @@ import io
 import math
 
 from ..errors import UserError
-from .history import OBJECTIVES, Curve
+from ..objectives import NAMES
+from .history import Curve
 
 
 def _pyplot():
@@ -99,13 +100,13 @@ def front(all_points: list[tuple[float, float]], front_points: list[tuple[float,
     """Every correct kernel by two objectives, the non-dominated ones joined."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6, 4))
-    scale = [1e3 if o == "latency" else 1.0 for o in objectives]
+    scale = [1e3 if o == "latency" else 1.0 for o in objectives]  # latency in ms
     axes.scatter([a * scale[0] for a, _ in all_points], [b * scale[1] for _, b in all_points], s=10, alpha=0.4,
                  color="#999", label="correct kernels")
     axes.step([a * scale[0] for a, _ in front_points], [b * scale[1] for _, b in front_points], where="post",
               marker="o", color="#c40", label="Pareto front")
-    axes.set_xlabel(OBJECTIVES[objectives[0]])
-    axes.set_ylabel(OBJECTIVES[objectives[1]])
+    axes.set_xlabel(NAMES[objectives[0]].replace("(s)", "(ms)") if scale[0] == 1e3 else NAMES[objectives[0]])
+    axes.set_ylabel(NAMES[objectives[1]])
     axes.set_xscale("log")
     axes.legend(fontsize=7)
     return _svg(figure)

@@ -31,7 +31,8 @@ def as_json(summary: Summary) -> dict:
         "spread": summary.best.spread if summary.best else None, "not_timed": _not_timed(summary),
         "best_point": summary.best_point, "trials": summary.trials, "new_trials": summary.new_trials,
         "tuning_s": summary.tuning_s, "trials_per_min": summary.trials_per_min, "failures": summary.failures,
-        "proposals": summary.proposals,
+        "proposals": summary.proposals, "objectives": list(summary.objectives),
+        "front": [{"point": p, "ms": r.latency * 1e3, "build_s": r.build_s} for p, r in summary.front] or None,
     }
 
 
@@ -53,6 +54,10 @@ def table(summary: Summary) -> Table:
         notes.append("failed candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())))
     if summary.proposals:
         notes.append("proposals: " + ", ".join(f"{k} {v}" for k, v in summary.proposals.items()))
+    if summary.front:
+        notes.append(f"Pareto front of {' and '.join(summary.objectives)} ({len(summary.front)} correct kernels, fastest "
+                     "first): " + "; ".join(f"{r.latency * 1e3:.4g} ms built in {r.build_s:.3f} s" for _, r in summary.front)
+                     + " ('tensortune report --html' draws it)")
     grid.caption = "\n".join(notes)
     return grid
 

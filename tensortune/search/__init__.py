@@ -8,14 +8,15 @@ from .bo import BayesianOptimisation
 from .evolutionary import Evolutionary
 from .lfbo import ClassifierGuided
 from .llm import LLMGuided
+from .mobo import MultiObjectiveBO
 from .model_guided import ModelGuided
 from .random_search import RandomSearch
 from .rl import PolicyGradient
-from .tpe import TreeParzen
+from .tpe import NSGA2, TreeParzen
 
 STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (RandomSearch, Evolutionary, BayesianOptimisation,
                                                              TreeParzen, ClassifierGuided, ModelGuided,
-                                                             PolicyGradient, LLMGuided)}
+                                                             PolicyGradient, LLMGuided, MultiObjectiveBO, NSGA2)}
 REPLAYABLE = [name for name, s in STRATEGIES.items() if s.replayable]  # what benchmarks replay offline
 DEFAULT = Evolutionary.name
 

@@ -49,6 +49,7 @@ class Strategy:
     requires: tuple[str, ...] = ()  # optional packages the strategy imports lazily
     replayable = True  # its proposals follow from the seed and the results alone (not a remote model's)
     options: tuple[Option, ...] = ()  # its settings; each becomes an attribute of the same name
+    objectives: tuple[str, ...] = ("latency",)  # what it minimises (objectives.py): several, it seeks their front
 
     @classmethod
     def parse_options(cls, options: dict) -> dict:

@@ -37,7 +37,7 @@ class BayesianOptimisation(Strategy):
                Option("fit_iterations", 30, "L-BFGS steps per GP fit: enough for the hyperparameters, and fast", low=1))
 
     def ask(self, n: int) -> list[Point]:
-        if len(self.observations()) < self.initial or len(self.ranked(with_prior=True)) < 2:
+        if len(self.observations()) < self.initial or not self.modelable():
             return super().ask(n)
         import torch
 
@@ -51,12 +51,20 @@ class BayesianOptimisation(Strategy):
     def propose(self) -> Point:
         return self.space.sample(self.rng)
 
+    def modelable(self) -> bool:
+        """Enough correct observations for the surrogate (else the batch is random)."""
+        return len(self.ranked(with_prior=True)) >= 2
+
     def observations(self) -> list[tuple[Point, Result]]:
         """Everything the models learn from: this task's trials and any warm-start records."""
         return self.prior + self.history
 
+    def parents(self) -> list[Point]:
+        """The points the pool's mutants come from: the fastest measured."""
+        return [p for p, _ in self.ranked(with_prior=True)[: self.pool_parents]]
+
     def _pool(self) -> list[Point]:
-        ranked = [p for p, _ in self.ranked(with_prior=True)[: self.pool_parents]]
+        ranked = self.parents()
         raw = [self.space.sample(self.rng, checked=False) for _ in range(self.pool_samples)]
         for _ in range(self.pool_mutants):
             parent = ranked[min(self.rng.randrange(len(ranked)) for _ in range(2))]  # leaning to the best

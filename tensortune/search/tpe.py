@@ -1,4 +1,5 @@
-"""Tree-structured Parzen estimator (Optuna) as a second model-based baseline.
+"""Tree-structured Parzen estimator (Optuna) as a second model-based baseline, and Optuna's
+NSGA-II for the front of latency and build time (the same bridge, another sampler).
 
 Every knob becomes an Optuna categorical distribution (a split's values are all of its valid
 factorisations), so Optuna's ask/tell maps one to one onto ours. Failed candidates are told
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 
 from ..measure.result import Result
+from ..objectives import value
 from ..points import Point, point_key
 from .base import Option, Strategy
 
@@ -23,14 +25,17 @@ class TreeParzen(Strategy):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.startup, constant_liar=True,
-                                             multivariate=True)
-        self.study = optuna.create_study(sampler=sampler)
+        self.study = optuna.create_study(sampler=self.sampler(seed), directions=["minimize"] * len(self.objectives))
         self.distributions = {k.name: optuna.distributions.CategoricalDistribution(
             [json.dumps(v) for v in k.values()]) for k in space.knobs}
         self.open: dict[str, list] = {}  # point key -> Optuna trials awaiting a result
         self.known: dict[str, Result] = {}
         self.asked: set[str] = set()  # keys Optuna proposed itself
+
+    def sampler(self, seed: int):
+        import optuna
+
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.startup, constant_liar=True, multivariate=True)
 
     def propose(self) -> Point:
         trial = self.study.ask(self.distributions)
@@ -62,7 +67,7 @@ class TreeParzen(Strategy):
         import optuna
 
         if result.ok:
-            self.study.tell(trial, result.latency)
+            self.study.tell(trial, self._values(result))
         else:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
@@ -71,8 +76,25 @@ class TreeParzen(Strategy):
 
         params = {name: json.dumps(list(v) if isinstance(v, tuple) else v) for name, v in point.items()}
         self.study.add_trial(optuna.trial.create_trial(
-            params=params, distributions=self.distributions, value=result.latency if result.ok else None,
+            params=params, distributions=self.distributions, values=self._values(result) if result.ok else None,
             state=optuna.trial.TrialState.COMPLETE if result.ok else optuna.trial.TrialState.FAIL))
+
+    def _values(self, result: Result) -> list[float]:
+        return [value(result, name) for name in self.objectives]
+
+
+class NSGA2(TreeParzen):
+    """Optuna's NSGA-II: a genetic search for the front of latency and build time (each
+    generation's parents chosen by non-domination rank, then crowding distance)."""
+
+    name = "nsga2"
+    objectives = ("latency", "build_s")
+    options = (Option("population", 16, "points per generation", low=2),)
+
+    def sampler(self, seed: int):
+        import optuna
+
+        return optuna.samplers.NSGAIISampler(population_size=self.population, seed=seed)
 
 
 def _decode(text: str):

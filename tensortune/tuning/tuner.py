@@ -19,6 +19,7 @@ from ..measure.config import MeasureConfig
 from ..measure.evaluator import Evaluator
 from ..measure.result import Label, Result, Status
 from ..measure.roofline import floor_s
+from ..objectives import pareto_front
 from ..points import InvalidPoint, Point
 from ..search import DEFAULT, make_strategy, metaschedule
 from ..search.given import Given
@@ -40,6 +41,7 @@ class TuneConfig:
     space: str = "cpu-template"  # or "sketch": MetaSchedule's design space, for any operator
     warm_start_family: bool = False  # also learn from other shapes of the same operator
     options: tuple[tuple[str, object], ...] = ()  # the strategy's options (search/options.py), as (name, value)
+    objectives: tuple[str, ...] = ("latency",)  # several (objectives.py): the summary gives their Pareto front
 
 
 @dataclass
@@ -57,6 +59,8 @@ class Summary:
     failures: dict[str, int] = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)
     proposals: dict[str, int] = field(default_factory=dict)  # the strategy's own account (Strategy.proposals)
+    objectives: tuple[str, ...] = ("latency",)
+    front: list[tuple[Point, Result]] = field(default_factory=list)  # the task's Pareto front, with several objectives
 
     @property
     def trials_per_min(self) -> float:
@@ -100,6 +104,9 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
             finals = finish(tuner, measurer, target.spec, config.final_top)
     summary = _summary(workload, tuner, measure, finals, tuning_s)
     summary.proposals = tuner.strategy.proposals()
+    if len(config.objectives) > 1:  # from every stored trial of the task, whichever run measured it
+        summary.objectives = config.objectives
+        summary.front = pareto_front(tuner.strategy.history, config.objectives)
     return summary
 
 

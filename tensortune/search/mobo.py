@@ -1,0 +1,92 @@
+"""Multi-objective Bayesian optimisation (BoTorch's qLogNEHVI): the front of latency and build
+time, over the same discrete candidate pools as `bo`.
+
+Each objective gets its Gaussian process, on minus the log of the value (BoTorch maximises),
+from the correct trials; failures train the feasibility model of `bo`. A batch: the pool
+(fresh samples, and mutants and crossovers of the points on the current front, so the search
+refines every trade-off and not only the fastest kernel) is screened with each objective's
+analytic expected improvement (a point good at either survives), and the shortlist goes to
+batch qLogNEHVI, the noisy expected hypervolume improvement over the measured points, chosen
+greedily with chosen points pending. The reference point sits a tenth of each objective's
+observed range below its worst value, so every correct kernel counts.
+"""
+from __future__ import annotations
+
+import math
+
+from ..objectives import pareto_front
+from ..points import Point
+from .bo import BayesianOptimisation, _fit_gp, log_expected_improvement, log_probability_feasible
+
+
+class MultiObjectiveBO(BayesianOptimisation):
+    name = "mobo"
+    objectives = ("latency", "build_s")
+
+    def modelable(self) -> bool:
+        """Two correct observations with a build time (replayed or synthetic results may have none)."""
+        return sum(r.ok and r.build_s > 0 for _, r in self.observations()) >= 2
+
+    def parents(self) -> list[Point]:
+        """The points on the front of what was measured, then the fastest, up to pool_parents."""
+        measured = self.observations()
+        front = [p for p, _ in pareto_front(measured, self.objectives)]
+        return (front + [p for p, _ in self.ranked(with_prior=True) if p not in front])[: self.pool_parents]
+
+    def _select(self, pool: list[Point], n: int) -> list[Point]:
+        import torch
+        from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+        from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
+        from botorch.models import ModelListGP
+        from botorch.optim import optimize_acqf_discrete
+        from botorch.sampling import SobolQMCNormalSampler
+
+        X, Y, feasible = self._objectives_data()
+        models = [_fit_gp(X[feasible], Y[feasible][:, [i]], self.fit_iterations) for i in range(Y.shape[1])]
+        feasibility = None if bool(feasible.all()) else _fit_gp(X, feasible.double().unsqueeze(-1),
+                                                                self.fit_iterations, standardize=False)
+        choices = torch.tensor([self.space.encode(p) for p in pool], dtype=torch.double)
+        with torch.no_grad():
+            scores = self._screen(models, feasibility, choices, Y[feasible].max(0).values)
+        keep = scores.topk(min(self.shortlist, len(pool))).indices
+        low, high = Y[feasible].min(0).values, Y[feasible].max(0).values
+        outcomes = len(models)
+        acquisition = qLogNoisyExpectedHypervolumeImprovement(
+            ModelListGP(*models, *([feasibility] if feasibility is not None else [])),
+            ref_point=(low - 0.1 * (high - low).clamp_min(1e-6)).tolist(), X_baseline=X[feasible],
+            sampler=SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=self.rng.randrange(2**31)),
+            objective=IdentityMCMultiOutputObjective(outcomes=list(range(outcomes))),
+            constraints=None if feasibility is None else [lambda Z: 0.5 - Z[..., outcomes]], prune_baseline=True)
+        picked, _ = optimize_acqf_discrete(acquisition, q=min(n, len(keep)), choices=choices[keep], unique=True)
+        index = {tuple(row): i for i, row in enumerate(choices.tolist())}
+        return [pool[index[tuple(row)]] for row in picked.tolist()]
+
+    def _objectives_data(self):
+        """X, minus the log of each objective (zeros where infeasible), and the feasible mask."""
+        import torch
+
+        obs = self.observations()
+        X = torch.tensor([self.space.encode(p) for p, _ in obs], dtype=torch.double)
+        feasible = torch.tensor([r.ok and r.build_s > 0 for _, r in obs])
+        Y = torch.zeros(len(obs), len(self.objectives), dtype=torch.double)
+        for row, (_, result) in enumerate(obs):
+            if feasible[row]:
+                Y[row] = torch.tensor([-math.log(result.latency), -math.log(result.build_s)], dtype=torch.double)
+        return X, Y, feasible
+
+    @staticmethod
+    def _screen(models, feasibility, X, best):
+        """Each row's best log expected improvement over the objectives, plus log P(feasible)."""
+        import torch
+
+        scores = []
+        for model, incumbent in zip(models, best.tolist()):
+            post = model.posterior(X)
+            scores.append(log_expected_improvement(post.mean.squeeze(-1), post.variance.clamp_min(1e-12).sqrt()
+                                                   .squeeze(-1), incumbent))
+        score = torch.stack(scores).max(0).values
+        if feasibility is not None:
+            feas = feasibility.posterior(X)
+            score = score + log_probability_feasible(feas.mean.squeeze(-1), feas.variance.clamp_min(1e-12).sqrt()
+                                                     .squeeze(-1))
+        return score
