@@ -35,6 +35,10 @@ def assert_user_error(done, message):
     (["batch", "import", "nowhere"], "is not a batch"),
     (["tune", "gemm", "--shape", "100000,100000,100000"], "GB to measure"),  # 120 GB of matrices
     (["tune", "gemm-1024", "--space", "sketch", "--warm-start-family"], "needs a template space"),
+    (["tune", "gemm-1024", "--objectives", "latency,energy"], "energy is not an objective yet"),
+    (["tune", "gemm-1024", "--objectives", "latency,power"], "unknown objective power"),
+    (["tune", "gemm-1024", "--strategy", "nsga2", "--objectives", "latency"], "searches for the front of latency,build_s"),
+    (["report", "gemm-1024", "--db", "/nonexistent.db", "--html", "x.html"], "does not exist"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, in_process_cli):
     extra = ["--db", "t.db"] if args[0] == "tune" and "--db" not in args else []

@@ -1,5 +1,6 @@
 """The HTML report (tensortune report NAME --html FILE): made from real records of real tunes,
 opened in a real headless browser; and what it computes from records (report/history.py)."""
+import json
 import math
 import re
 import sqlite3
@@ -20,19 +21,35 @@ FAST = MeasureConfig(threads=2, repeat=3, min_repeat_ms=1, final_repeat=3, final
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    """gemm 64^3 tuned by random search (12 trials), then resumed by evolutionary search to 28."""
+    """conv1d 1024x256 tuned by random search (12 trials), then resumed by mobo, for the front of
+    latency and build time, to 32; (database path, mobo's summary)."""
     path = str(tmp_path_factory.mktemp("report") / "t.db")
-    wl, target = get_workload("gemm", "64,64,64"), make_target("cpu", 2)
-    for strategy, trials in (("random", 12), ("evolutionary", 28)):
+    wl, target = get_workload("conv1d", "1024,256"), make_target("cpu", 2)
+    for strategy, trials in (("random", 12), ("mobo", 32)):
         db = Database(path)
-        tune(wl, target, db, TuneConfig(trials=trials, strategy=strategy, batch=8, final_top=1), FAST)
+        summary = tune(wl, target, db, TuneConfig(trials=trials, strategy=strategy, batch=8, final_top=1,
+                                                  objectives=("latency", "build_s")), FAST)
         db.close()
-    return path
+    return path, summary
 
 
-def test_the_report_of_a_tune_opens_in_a_headless_browser_with_its_plots(tuned, tmp_path, in_process_cli):
-    page = tmp_path / "gemm.html"
-    code, out, err = in_process_cli("report", "gemm", "--shape", "64,64,64", "--db", tuned, "--html", page)
+def test_a_two_objective_run_gives_a_front_of_verified_kernels_none_beating_another(tuned):
+    path, summary = tuned
+    front = [(point, result) for point, result in summary.front]
+    assert len(front) >= 3 and summary.objectives == ("latency", "build_s")
+    stored = {json.dumps(r.point, sort_keys=True): r.result for r in Database(path).records(summary.task)}
+    for point, result in front:
+        assert stored[json.dumps(point, sort_keys=True)] == result and result.ok  # a verified, stored trial
+    for _, mine in front:
+        assert not any(o.latency <= mine.latency and o.build_s <= mine.build_s and o != mine for _, o in front)
+    assert [r.latency for _, r in front] == sorted(r.latency for _, r in front)
+    assert [r.build_s for _, r in front] == sorted((r.build_s for _, r in front), reverse=True)
+
+
+def test_the_report_of_a_multi_objective_tune_opens_in_a_headless_browser_with_its_plots(tuned, tmp_path,
+                                                                                        in_process_cli):
+    page = tmp_path / "conv1d.html"
+    code, out, err = in_process_cli("report", "conv1d", "--shape", "1024,256", "--db", tuned[0], "--html", page)
     assert code == 0 and f"wrote {page}" in out, err
     text = page.read_text()
     assert not re.search(r"""(src|href)\s*=\s*["']?https?:|url\(\s*["']?https?:|<script""", text)  # nothing fetched
@@ -44,16 +61,17 @@ def test_the_report_of_a_tune_opens_in_a_headless_browser_with_its_plots(tuned, 
     assert colours(shot) > 50
     # provenance: both runs, their commands and strategies; each run's curve in the plot's legend
     runs = re.findall(r"<tr><td class=\"n\">(\d+)</td><td>[^<]*</td><td>([^<]*)</td><td>(\w+)</td>", dom)
-    assert [strategy for _, _, strategy in runs] == ["random", "evolutionary"]
-    assert "random, seed 0 (run " in dom and "evolutionary, seed 0 (run " in dom
+    assert [strategy for _, _, strategy in runs] == ["random", "mobo"]
+    assert "random, seed 0 (run " in dom and "mobo, seed 0 (run " in dom
     assert "apache-tvm 0.27" in dom and make_target("cpu", 2).hardware in dom
     # the best kernel (a search result: naive loses at this size) as TVMScript, beside the unscheduled one
     assert re.search(r"Kernels: the best \([\d.]+ ms, (final|search)\)", dom) and dom.count("@T.prim_func") == 2
-    assert "T.vectorized" in dom
+    tuned_script, naive_script = re.findall(r"<pre>(.*?)</pre>", dom, re.S)
+    assert tuned_script != naive_script
 
 
 def test_a_report_of_unknown_records_is_one_error_line(tuned, tmp_path, in_process_cli):
-    code, out, err = in_process_cli("report", "gemm", "--shape", "8,8,8", "--db", tuned, "--html", tmp_path / "x.html")
+    code, out, err = in_process_cli("report", "gemm", "--shape", "8,8,8", "--db", tuned[0], "--html", tmp_path / "x.html")
     assert code == 2 and err.startswith("error: no records for gemm(M=8,N=8,K=8)") and "Traceback" not in err
     code, _, err = in_process_cli("report", "gemm-1024", "--db", str(tmp_path / "none.db"), "--html", "x.html")
     assert code == 2 and "does not exist" in err
