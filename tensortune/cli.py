@@ -76,10 +76,16 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
                                                   "summary gives the Pareto front of the task's correct kernels (default: "
                                                   "the strategy's; mobo and nsga2 search for that front)"),
          cluster: Optional[str] = CLUSTER,
+         shapes: Optional[str] = typer.Option(None, "--shapes", help="several shapes of a FAMILY, e.g. "
+                                              "'M=1,8,64,512;N=768;K=768': each tuned (--trials each), then one schedule "
+                                              "for all and a dispatch table (README, 'Several shapes')"),
+         table: int = typer.Option(2, "--table", min=1, help="with --shapes: schedules in the dispatch table"),
+         out_dir: Optional[str] = typer.Option(None, "--out", help="with --shapes: a folder for the dispatch table's "
+                                               "kernels (tensortune.load(folder) calls the right one by shape)"),
          as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object (one per line, "
                                       "one per device class, with --cluster)")) -> None:
     """Tune WORKLOAD: search, verify, time, store; then report naive, hand, tuned and vendor times. With --cluster,
-    once per device class of the cluster (each class its own task)."""
+    once per device class of the cluster (each class its own task); with --shapes, a family at several shapes."""
     from .report import tables as report
     from .measure.baselines import measure_baselines
     from .measure.config import MeasureConfig
@@ -91,6 +97,12 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
     options = _options(option)
     check_options(strategy, options)  # unknown names and bad values stop before any work starts
     goals = _objectives(strategy, objectives)
+    if shapes is not None or out_dir is not None:
+        config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space or "cpu-template",
+                            options=tuple(options.items()), objectives=goals)
+        _tune_shapes(workload, shape, shapes, table, out_dir, _target(target, threads, mcpu, arch), config, db,
+                     cluster, as_json)
+        return
     wl, tgt = _workload(workload, shape, db), _target(target, threads, mcpu, arch)
     space = space or default_space(wl, tgt.spec)
     check_fits(space, tgt.spec)
@@ -116,6 +128,38 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
             print(json.dumps(report.as_json(summary)))
         else:
             out.print(report.table(summary))
+
+
+def _tune_shapes(family: str, shape, shapes, table: int, out_dir, tgt, config, db: str, cluster, as_json: bool) -> None:
+    """`tune FAMILY --shapes ...`: every shape tuned, then the one schedule and the table (tuning/shapes.py)."""
+    from .measure.config import MeasureConfig
+    from .report.tables import shapes_json, shapes_table
+    from .target import check_runnable
+    from .tuning.shapes import expand, tune_shapes
+
+    if shapes is None:
+        raise UserError("--out with tune needs --shapes (a single kernel is exported with 'tensortune export')",
+                        option="--out")
+    if shape is not None or cluster:
+        raise UserError("--shapes takes the shapes itself and runs on this machine: drop --shape and --cluster",
+                        option="--shapes")
+    if config.space not in KIND:
+        raise UserError(f"--shapes needs a template space (cpu-template, cuda-template): a schedule carries to "
+                        f"another shape by its knobs, which '{config.space}' does not have", option="--space")
+    check_fits(config.space, tgt.spec)
+    workloads = expand(family, shapes)
+    check_runnable(tgt)
+    summary = tune_shapes(workloads, tgt, _open_db(db), config, MeasureConfig(threads=tgt.threads), k=table,
+                          progress=lambda line: as_json or err.print(line, highlight=False))
+    paths = []
+    if out_dir:
+        from .deploy.exporter import export_dispatch
+
+        paths = export_dispatch(summary, tgt, Path(out_dir))
+    if as_json:
+        print(json.dumps(shapes_json(summary, paths)))
+    else:
+        out.print(shapes_table(summary, paths))
 
 
 def _objectives(strategy: str, text: str | None) -> tuple[str, ...]:

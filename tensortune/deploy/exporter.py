@@ -1,4 +1,5 @@
-"""Export the best kernel: compiled shared library, its TVMScript, and its JSON record."""
+"""Export the best kernel: compiled shared library, its TVMScript, and its JSON record; or a
+dispatch table of kernels for several shapes of one operator."""
 from __future__ import annotations
 
 import json
@@ -15,8 +16,6 @@ from ..workloads import Workload
 def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> list[Path]:
     """The fastest correct record for this workload on this hardware, from any space. For a
     GPU, also the CUDA binary (kernel.fatbin, with its source's hash in kernel.sha256)."""
-    import tvm
-
     hardware = _hardware(wl, target, db)
     tasks = [t for t in db.tasks(wl.key) if (t.target, t.hardware) == (target.name, hardware)]
     candidates = [(record, task) for task in tasks for record in [db.best(task)] if record is not None]
@@ -24,8 +23,17 @@ def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> lis
         raise UserError(f"no correct kernel for {wl.key} on this hardware ({hardware}) in {db.path}; "
                         f"run 'tensortune tune' first")
     best, task = min(candidates, key=lambda c: c[0].result.latency)
-    space = stored_space(task.space, best.label, target.spec)
-    schedule = make_space(space, wl, target.spec).apply(best.point)
+    return export_kernel(wl, target, stored_space(task.space, best.label, target.spec), best.point, best.result,
+                         hardware, folder)
+
+
+def export_kernel(wl: Workload, target: Target, space: str, point: dict, result, hardware: str,
+                  folder: Path) -> list[Path]:
+    """A kernel (the point of `space`, timed as `result`) as a library, its TVMScript and its
+    JSON record in `folder`."""
+    import tvm
+
+    schedule = make_space(space, wl, target.spec).apply(point)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -38,12 +46,29 @@ def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> lis
     ins, out = wl.io_specs()
     paths[2].write_text(json.dumps({
         "workload": wl.key, "target": target.spec, "hardware": hardware, "space": space,
-        "point": best.point, "latency_s": best.result.latency, "spread": best.result.spread,
-        "threads": best.result.threads, "gflops": wl.flops / best.result.latency / 1e9,
+        "point": point, "latency_s": result.latency, "spread": result.spread,
+        "threads": result.threads, "gflops": wl.flops / result.latency / 1e9,
         "inputs": [{"shape": s, "dtype": d} for s, d in ins], "output": {"shape": out[0], "dtype": out[1]},
-        "entry": "main", "note": _how_to_run(target, best.result.threads),
+        "entry": "main", "note": _how_to_run(target, result.threads),
     }, indent=2))
     return paths
+
+
+def export_dispatch(summary, target: Target, folder: Path) -> list[Path]:
+    """A dispatch table (tuning/shapes.py) as one folder: each shape's kernel, built with the
+    table's schedule for it, in a subfolder, and dispatch.json, which `tensortune.load` reads
+    into one callable that picks the kernel by its inputs' shapes."""
+    paths, entries = [], []
+    for s, wl in enumerate(summary.workloads):
+        point, result = summary.final[s]["table"]
+        if not result.ok:
+            raise UserError(f"the table's kernel for {wl.key} failed its careful re-timing ({result.status}: "
+                            f"{result.reason}); nothing exported")
+        sub = ",".join(f"{k}={v}" for k, v in wl.kwargs.items())
+        paths += export_kernel(wl, target, summary.tasks[s].space, point, result, target.hardware, folder / sub)
+        entries.append({"shape": wl.kwargs, "folder": sub, "schedule": summary.serves[s]})
+    (folder / "dispatch.json").write_text(json.dumps({"family": summary.workloads[0].name, "kernels": entries}, indent=2))
+    return paths + [folder / "dispatch.json"]
 
 
 def _how_to_run(target: Target, threads: int) -> str:

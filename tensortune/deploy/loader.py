@@ -25,8 +25,11 @@ def load(folder: str | os.PathLike):
         return TunedModel(folder)
     if (folder / "record.json").is_file():
         return TunedKernel(folder)
-    raise UserError(f"'{folder}' holds no tuned model (model.json) or kernel (record.json); "
-                    "write one with 'tensortune tune-model --out' or 'tensortune export'")
+    if (folder / "dispatch.json").is_file():
+        return DispatchedKernel(folder)
+    raise UserError(f"'{folder}' holds no tuned model (model.json), kernel (record.json) or dispatch table "
+                    "(dispatch.json); write one with 'tensortune tune-model --out', 'tensortune export' or "
+                    "'tensortune tune FAMILY --shapes ... --out'")
 
 
 def _prepared(tensor, spec: dict, what: str, device: str):
@@ -139,3 +142,23 @@ class TunedKernel:
                                      schema=schema)
         op.register_fake(lambda *inputs: inputs[0].new_empty(out["shape"], dtype=getattr(torch, out["dtype"])))
         return op
+
+
+class DispatchedKernel:
+    """One operator at several shapes (`tensortune tune FAMILY --shapes ... --out`): a call
+    goes to the kernel built for its inputs' shapes."""
+
+    def __init__(self, folder: Path):
+        table = json.loads((folder / "dispatch.json").read_text())
+        self.kernels = {}
+        for entry in table["kernels"]:
+            kernel = TunedKernel(folder / entry["folder"])
+            self.kernels[tuple(tuple(spec["shape"]) for spec in kernel.meta["inputs"])] = kernel
+
+    def __call__(self, *inputs):
+        shapes = tuple(tuple(getattr(t, "shape", ())) for t in inputs)
+        kernel = self.kernels.get(shapes)
+        if kernel is None:
+            raise UserError(f"no kernel for inputs of shapes {list(shapes)}; this table has "
+                            + "; ".join(str(list(k)) for k in self.kernels))
+        return kernel(*inputs)

@@ -179,3 +179,48 @@ def end_to_end_line(timing: dict) -> str:
 
 def _ms(seconds: float) -> float | None:
     return seconds * 1e3 if math.isfinite(seconds) else None
+
+
+def shapes_rows(summary) -> list[dict]:
+    """Per shape of a --shapes run: its own best, the single schedule's and the table's
+    milliseconds (re-timed together) and their ratios to the own best."""
+    rows = []
+    for s, wl in enumerate(summary.workloads):
+        final = summary.final[s]
+        rows.append({"shape": wl.kwargs, "own_ms": _ms(_seconds(final["own"][1]) or math.inf),
+                     "single_ms": _ms(_seconds(final["single"][1]) or math.inf), "single_ratio": summary.ratio(s, "single"),
+                     "table_ms": _ms(_seconds(final["table"][1]) or math.inf), "table_ratio": summary.ratio(s, "table"),
+                     "table_schedule": summary.table.index(summary.serves[s])})
+    return rows
+
+
+def _origin(summary, candidate: int) -> str:
+    """Which shape a candidate schedule was tuned for."""
+    return ",".join(f"{k}={v}" for k, v in summary.workloads[summary.candidates[candidate][0]].kwargs.items())
+
+
+def shapes_json(summary, paths: list) -> dict:
+    return {"family": summary.workloads[0].name, "shapes": shapes_rows(summary),
+            "single_tuned_for": _origin(summary, summary.single),
+            "table_tuned_for": [_origin(summary, c) for c in summary.table], "exported": [str(p) for p in paths]}
+
+
+def shapes_table(summary, paths: list) -> Table:
+    rows = shapes_rows(summary)
+    grid = Table(title=f"{summary.workloads[0].name} at {len(rows)} shapes: each shape's best, one schedule for all, "
+                       f"and a table of {len(summary.table)}")
+    for column in ("shape", "own best ms", "one schedule ms", "x own", "table ms", "x own", "table entry"):
+        grid.add_column(column, justify="left" if column == "shape" else "right")
+    varying = [k for k in rows[0]["shape"] if len({row["shape"][k] for row in rows}) > 1] or list(rows[0]["shape"])
+    for row in rows:
+        grid.add_row(",".join(f"{k}={row['shape'][k]}" for k in varying), _fmt(row["own_ms"], ".4f"),
+                     _fmt(row["single_ms"], ".4f"), _fmt(row["single_ratio"], ".2f"), _fmt(row["table_ms"], ".4f"),
+                     _fmt(row["table_ratio"], ".2f"), str(row["table_schedule"]))
+    worst = max(range(len(rows)), key=lambda i: rows[i]["single_ratio"])
+    worst_table = max(row["table_ratio"] for row in rows)
+    grid.caption = (f"one schedule (tuned for {_origin(summary, summary.single)}): worst at "
+                    f"{','.join(f'{k}={v}' for k, v in rows[worst]['shape'].items())}, {rows[worst]['single_ratio']:.2f}x "
+                    f"its best; the table (schedules tuned for {'; '.join(_origin(summary, c) for c in summary.table)}): "
+                    f"worst {worst_table:.2f}x; all re-timed together per shape"
+                    + (f"\nwrote {paths[-1].parent} (tensortune.load it: one callable, picks by shape)" if paths else ""))
+    return grid

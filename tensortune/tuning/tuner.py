@@ -10,6 +10,7 @@ traces go through the same rounds (a `Given` strategy), re-verified and re-timed
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -84,14 +85,15 @@ def task_tuner(workload: Workload, target: Target, db: Database, config: TuneCon
 
 
 def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
-         measure: MeasureConfig, progress: Progress = lambda *_: None) -> Summary:
-    """Tune one operator: `config.trials` in all (earlier runs' included), then re-time."""
+         measure: MeasureConfig, progress: Progress = lambda *_: None, evaluator: Evaluator | None = None) -> Summary:
+    """Tune one operator: `config.trials` in all (earlier runs' included), then re-time. With
+    `evaluator`, measure with it (its workers already started; the caller closes it)."""
     check_runnable(target)
     space = TraceSpace.name if config.strategy == metaschedule.NAME else config.space
     with db.claim([Task(workload.key, target.name, target.hardware, space)]):
         db.start_run(config.strategy, config.seed, dict(config.options))
         start = time.perf_counter()  # tuning time includes setting up the space and the workers
-        with make_evaluator(target, measure) as measurer:
+        with nullcontext(evaluator) if evaluator else make_evaluator(target, measure) as measurer:
             if config.strategy == metaschedule.NAME:
                 tuner, tuning_s = _metaschedule_tuner(workload, target, db, config, measure)
             else:
