@@ -11,8 +11,8 @@ every candidate has a latency at every shape. From that matrix come:
 - a dispatch table of at most k schedules, each shape served by the one of them fastest there,
   chosen (exhaustively: the candidates are few) for the best worst case again.
 
-Last, each shape's own best and what the single schedule and the table give it are re-timed
-together in one careful sitting, and the ratios come from those timings.
+Every candidate is timed at each shape in one careful sitting (final timing, stored as the
+shape's final records), and the choices and the ratios come from those timings.
 """
 from __future__ import annotations
 
@@ -62,9 +62,9 @@ def expand(family: str, text: str) -> list[Workload]:
 
 @dataclass
 class ShapesSummary:
-    """`latency[c][s]`: candidate c's seconds at shape s from the cross measurement (inf where
-    it failed there); `final` the careful re-timing: per shape, its own best, the single
-    schedule's and the table's seconds."""
+    """`latency[c][s]`: candidate c's seconds at shape s, timed carefully with the shape's
+    other candidates (inf where it failed there); `final`, per shape: its own best, the single
+    schedule's and the table's (point there, result) from that sitting."""
     workloads: list[Workload]
     tasks: list[Task]
     candidates: list[tuple[int, Point]]  # (the shape it was tuned for, its point there)
@@ -93,13 +93,15 @@ def tune_shapes(workloads: list[Workload], target: Target, db: Database, config:
             tasks.append(summary.task)
             progress(f"{wl.key}: tuned, best {summary.best.latency * 1e3:.4f} ms" if summary.best else f"{wl.key}: tuned")
         candidates = _candidates(db, tasks, top)
-        latency = _cross(evaluator, db, tasks, spaces, candidates, target, progress)
-        best = [min(row[s] for row in latency) for s in range(len(workloads))]
-        single = min(range(len(candidates)), key=lambda c: _worst([latency[c]], best))
-        table = min((list(t) for n in range(1, k + 1) for t in itertools.combinations(range(len(candidates)), n)),
-                    key=lambda t: (_worst([latency[c] for c in t], best), len(t)))
-        serves = [min(table, key=lambda c: latency[c][s]) for s in range(len(workloads))]
-        final = _retime(evaluator, db, tasks, spaces, candidates, latency, single, serves, target)
+        cells = _cross(evaluator, db, tasks, spaces, candidates, target, progress)
+    latency = [[r.latency if r.ok else math.inf for _, r in row] for row in cells]
+    best = [min(row[s] for row in latency) for s in range(len(workloads))]
+    single = min(range(len(candidates)), key=lambda c: _worst([latency[c]], best))
+    table = min((list(t) for n in range(1, k + 1) for t in itertools.combinations(range(len(candidates)), n)),
+                key=lambda t: (_worst([latency[c] for c in t], best), len(t)))
+    serves = [min(table, key=lambda c: latency[c][s]) for s in range(len(workloads))]
+    final = [{"own": cells[min(range(len(cells)), key=lambda c: latency[c][s])][s], "single": cells[single][s],
+              "table": cells[serves[s]][s]} for s in range(len(workloads))]
     return ShapesSummary(workloads, tasks, candidates, latency, single, table, serves, final)
 
 
@@ -120,38 +122,22 @@ def _distinct(points: list[Point]) -> list[Point]:
     return list(first.values())
 
 
-def _cross(evaluator, db, tasks, spaces, candidates, target, progress) -> list[list[float]]:
-    """Every candidate's seconds at every shape: measured there (once: a point the shape's task
-    already holds is not measured again)."""
-    latency = [[math.inf] * len(tasks) for _ in candidates]
-    for s, (task, space) in enumerate(zip(tasks, spaces)):
-        known = {point_key(r.point): r.result for r in db.records(task)}
+def _cross(evaluator, db, tasks, spaces, candidates, target, progress) -> list[list[tuple[Point, Result]]]:
+    """Every candidate at every shape, as (its point there, its result): each shape's distinct
+    points timed carefully in one sitting (the search's quicker timings are too noisy to pick
+    between schedules a few percent apart), stored as that shape's final records."""
+    cells: list[list[tuple[Point, Result]]] = [[] for _ in candidates]
+    for task, space in zip(tasks, spaces):
         there = [space.project(point) for _, point in candidates]
-        missing = _distinct([p for p in there if point_key(p) not in known])
-        if missing:
-            results = record(evaluator, db, task, space, Label.SEARCH, missing, floor=floor_s(space.workload, target))
-            known.update(zip(map(point_key, missing), results))
-            progress(f"{space.workload.key}: {len(missing)} schedules of the other shapes measured")
+        points = _distinct(there)
+        results = record(evaluator, db, task, space, Label.FINAL, points, floor=floor_s(space.workload, target), final=True)
+        timed = dict(zip(map(point_key, points), results))
+        progress(f"{space.workload.key}: {len(points)} schedules timed together")
         for c, point in enumerate(there):
-            result = known[point_key(point)]
-            latency[c][s] = result.latency if result.ok else math.inf
-    return latency
+            cells[c].append((point, timed[point_key(point)]))
+    return cells
 
 
 def _worst(rows: list[list[float]], best: list[float]) -> float:
     """The largest, over shapes, of the fastest of `rows` there over the shape's best."""
     return max(min(row[s] for row in rows) / best[s] for s in range(len(best)))
-
-
-def _retime(evaluator, db, tasks, spaces, candidates, latency, single, serves, target) -> list[dict]:
-    """Per shape, its own best, the single schedule and the table's, timed carefully together."""
-    final = []
-    for s, (task, space) in enumerate(zip(tasks, spaces)):
-        own = min(range(len(candidates)), key=lambda c: latency[c][s])
-        chosen = {"own": space.project(candidates[own][1]), "single": space.project(candidates[single][1]),
-                  "table": space.project(candidates[serves[s]][1])}
-        points = _distinct(list(chosen.values()))
-        results = dict(zip(map(point_key, points), record(evaluator, db, task, space, Label.FINAL, points,
-                                                          floor=floor_s(space.workload, target), final=True)))
-        final.append({which: (p, results[point_key(p)]) for which, p in chosen.items()})
-    return final
