@@ -3,12 +3,14 @@
 The public API (imported lazily: `import tensortune` does not load TVM):
 
 - `get_workload(name, shape)`, `workload(...)`: operators (see README, "Your own operator").
-- `tune(workload, target, db, TuneConfig, MeasureConfig)`: tune one operator.
+- `tune(workload, target, db, TuneConfig, MeasureConfig)`: tune one operator (`TuneConfig(objectives=
+  ("latency", "build_s"))`: the summary's `front` is its Pareto front); `tune_shapes(workloads, ...)`:
+  one operator at several shapes, the one schedule and a dispatch table.
 - `load_factory(spec)`, `import_model(name, module, example_inputs, target_spec, torch_ops)`: a
   PyTorch model's kernels as tasks (with `torch_ops`, also those of its build calling torch's
   convolution and matmul); `tune_model(...)`: one budget across them; `build_model(...)`,
   `export_model(...)`: the tuned model, checked against torch, the faster build kept.
-- `load(folder)`: a tuned model or exported kernel as a callable on torch tensors.
+- `load(folder)`: a tuned model, an exported kernel or a dispatch table as a callable on torch tensors.
 - `backend(db=..., target=..., mode=..., torch_ops=...)`: a `torch.compile` backend (also
   registered as `backend="tensortune"`): TVM runs what its frontend converts, with the
   records' best schedules, PyTorch the rest.
@@ -26,6 +28,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "get_workload": "workloads", "workload": "workloads", "tune": "tuning.tuner", "TuneConfig": "tuning.tuner",
+    "tune_shapes": "tuning.shapes",
     "MeasureConfig": "measure.config", "Measurer": "measure.measurer", "BatchEvaluator": "measure.batch",
     "ReplayTable": "measure.replay", "Result": "measure.result", "Status": "measure.result",
     "Label": "measure.result", "make_target": "target", "Database": "db", "load": "deploy.loader", "backend": "deploy.backend",

@@ -75,15 +75,15 @@ class ShapesSummary:
     final: list[dict[str, tuple[Point, Result]]]  # per shape: "own", "single", "table" -> (point there, result)
 
     def ratio(self, shape: int, which: str) -> float:
-        """Seconds of the single schedule or the table at a shape over the shape's own best, as re-timed."""
+        """Seconds of the single schedule or the table at a shape over the shape's best, timed together."""
         own, theirs = self.final[shape]["own"][1], self.final[shape][which][1]
         return theirs.latency / own.latency if own.ok and theirs.ok else math.inf
 
 
 def tune_shapes(workloads: list[Workload], target: Target, db: Database, config: TuneConfig, measure: MeasureConfig,
                 k: int = 2, top: int = 4, progress=lambda line: None) -> ShapesSummary:
-    """Tune every shape (config.trials each), measure each shape's `top` best schedules at every
-    shape, choose the single schedule and a table of at most `k`, re-time them."""
+    """Tune every shape (config.trials each), time each shape's `top` best schedules at every
+    shape together, and choose from those times the single schedule and a table of at most `k`."""
     tasks = []
     spaces = [make_space(config.space, wl, target.spec) for wl in workloads]
     with make_evaluator(target, measure) as evaluator:  # one set of workers for every shape
