@@ -19,7 +19,8 @@ each). A 256-trial MetaSchedule run takes ~7 minutes on a 2-core machine: run on
 time and append.
 
     .venv/bin/python benchmarks/vs_metaschedule.py --seeds 5 [--workloads gemm-1024 ...] [--trials 256]
-        [--our-trials 256] [--configs metaschedule@sketch model@sketch ...] [--out FILE --json FILE]
+        [--our-trials 256] [--configs metaschedule@sketch model@sketch model:pretrained=0@sketch ...]
+        [--out FILE --json FILE]
 """
 from __future__ import annotations
 
@@ -44,8 +45,12 @@ CONFIGS = ("metaschedule@sketch", "model@sketch", "evolutionary@sketch")
 BUDGETS = (16, 32, 64, 128, 256)
 
 
-def run(name: str, strategy: str, space: str, trials: int, seed: int) -> dict:
-    """One tuning run: its latencies in measurement order and the wall seconds at each trial."""
+def run(name: str, config: str, trials: int, seed: int) -> dict:
+    """One tuning run of a configuration, STRATEGY@SPACE or STRATEGY:KEY=VALUE,...@SPACE (the
+    strategy's options): its latencies in measurement order and the wall seconds at each trial."""
+    named, space = config.split("@")
+    strategy, _, listed = named.partition(":")
+    options = tuple((k, v) for k, _, v in (pair.partition("=") for pair in listed.split(",") if pair))
     target = make_target("cpu", MeasureConfig().threads)
     wl = resolve(name, target.spec)
     stamps = {}
@@ -56,7 +61,8 @@ def run(name: str, strategy: str, space: str, trials: int, seed: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"{tmp}/bench.db")
-        summary = tune(wl, target, db, TuneConfig(trials=trials, strategy=strategy, space=space, seed=seed),
+        summary = tune(wl, target, db, TuneConfig(trials=trials, strategy=strategy, space=space, seed=seed,
+                                                  options=options),
                        MeasureConfig(threads=target.threads), progress)
         latencies = [r.result.latency for r in db.records(summary.task)]  # a failure: inf
     if strategy == "metaschedule":  # its own tuning run, not split by trial
@@ -92,7 +98,7 @@ def summarise(runs: list[dict], quality: float) -> dict:
 
 def compare(name: str, configs: list[str], trials: dict, seeds: int) -> dict:
     """Every configuration on one workload, each over `seeds` seeds; MetaSchedule first."""
-    runs = {c: [run(name, *c.split("@"), trials[c], seed) for seed in range(1, seeds + 1)] for c in configs}
+    runs = {c: [run(name, c, trials[c], seed) for seed in range(1, seeds + 1)] for c in configs}
     peer = runs[configs[0]]
     most = max(b for b in BUDGETS if all(best_at(r, b) is not None for r in peer))
     quality = statistics.median(best_at(r, most) for r in peer)

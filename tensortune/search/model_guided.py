@@ -2,8 +2,8 @@
 
 The cost model (costmodel.CostModel) scores MetaSchedule's per-store features of the
 scheduled kernel. Two models take turns. While fewer than `warmup` points are measured, the
-packaged pretrained model for the target kind (unless another is given) picks half of each
-batch and the other half is random: features mean the same in every task, so it ranks a new
+packaged pretrained model for the target kind (unless another is given) picks a share of each
+batch (`pretrained`, half by default) and the rest is random: features mean the same in every task, so it ranks a new
 task's candidates before anything is measured, and the random half samples the space broadly
 whatever it believes. Then a model of the task's own measurements alone, retrained every
 batch, as MetaSchedule's is. (Fine-tuning the pretrained model on the task instead kept it
@@ -48,6 +48,8 @@ class ModelGuided(Strategy):
                Option("generations", 4, "generations of the inner search per batch", low=1),
                Option("screen", 4, "inner-search winners scored by the cost model from their features, per point asked", low=1),
                Option("epsilon", 0.1, "share of each batch drawn at random", low=0, high=1),
+               Option("pretrained", 0.5, "share of each batch the packaged model picks before `warmup` points are "
+                      "measured (the rest at random)", low=0, high=1),
                Option("distinct", 2, "knobs in which two points of one batch should differ"))
 
     def __init__(self, space, seed: int = 0, cost_model: CostModel | None | str = "pretrained", **options):
@@ -64,7 +66,7 @@ class ModelGuided(Strategy):
 
     def ask(self, n: int) -> list[Point]:
         model = self._model()
-        explore = self.epsilon if len(self.prior + self.history) >= self.warmup else 0.5
+        explore = self.epsilon if len(self.prior + self.history) >= self.warmup else 1 - self.pretrained
         greedy = n - min(n, round(explore * n)) if model is not None else 0
         candidates, scores = self._candidates(model, self.screen * greedy) if greedy else ([], [])
         chosen = diverse(self.space, candidates, scores, greedy, self.seen, self.distinct)
