@@ -22,6 +22,7 @@ from ..db import Database, Record, Task
 from ..measure.result import Label
 from ..measure.roofline import ceilings
 from . import history, plots
+from .tables import _fmt, _ms
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
@@ -188,7 +189,8 @@ def _kernel_table(rows) -> str:
             continue
         tuned = best.result.latency if best else math.inf
         chosen = "-" if best is None else "TVM's default" if best.label is Label.DEFAULT else _short(json.dumps(best.point))
-        body.append([function, key, str(calls), _ms(default_s), _ms(tuned), _ms(calls * tuned), str(trials), chosen])
+        body.append([function, key, str(calls), *(_fmt(_ms(v), ".4f") for v in (default_s, tuned, calls * tuned)),
+                     str(trials), chosen])
     return _table(["function", "kernel", "calls", "default ms", "best ms", "calls x best ms", "trials", "chosen"], body)
 
 
@@ -223,10 +225,6 @@ def _pre(text: str) -> str:
 
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.4f}" if math.isfinite(seconds) else "-"
 
 
 def _when(timestamp: float) -> str:

@@ -16,7 +16,7 @@ import math
 
 from ..objectives import pareto_front
 from ..points import Point
-from .bo import BayesianOptimisation, _fit_gp, log_expected_improvement, log_probability_feasible
+from .bo import BayesianOptimisation, _fit_gp, screen
 
 
 class MultiObjectiveBO(BayesianOptimisation):
@@ -47,7 +47,9 @@ class MultiObjectiveBO(BayesianOptimisation):
                                                                 self.fit_iterations, standardize=False)
         choices = torch.tensor([self.space.encode(p) for p in pool], dtype=torch.double)
         with torch.no_grad():
-            scores = self._screen(models, feasibility, choices, Y[feasible].max(0).values)
+            # each objective's log EI plus log P(feasible), the best of them: a point good at either survives
+            scores = torch.stack([screen(model, feasibility, choices, incumbent)
+                                  for model, incumbent in zip(models, Y[feasible].max(0).values.tolist())]).max(0).values
         keep = scores.topk(min(self.shortlist, len(pool))).indices
         low, high = Y[feasible].min(0).values, Y[feasible].max(0).values
         outcomes = len(models)
@@ -73,20 +75,3 @@ class MultiObjectiveBO(BayesianOptimisation):
             if feasible[row]:
                 Y[row] = torch.tensor([-math.log(result.latency), -math.log(result.build_s)], dtype=torch.double)
         return X, Y, feasible
-
-    @staticmethod
-    def _screen(models, feasibility, X, best):
-        """Each row's best log expected improvement over the objectives, plus log P(feasible)."""
-        import torch
-
-        scores = []
-        for model, incumbent in zip(models, best.tolist()):
-            post = model.posterior(X)
-            scores.append(log_expected_improvement(post.mean.squeeze(-1), post.variance.clamp_min(1e-12).sqrt()
-                                                   .squeeze(-1), incumbent))
-        score = torch.stack(scores).max(0).values
-        if feasibility is not None:
-            feas = feasibility.posterior(X)
-            score = score + log_probability_feasible(feas.mean.squeeze(-1), feas.variance.clamp_min(1e-12).sqrt()
-                                                     .squeeze(-1))
-        return score
