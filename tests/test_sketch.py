@@ -46,6 +46,27 @@ def test_inactive_sketches_do_not_make_new_points(spaces):
     assert point_key(space.canonical(point | noise)) == point_key(point)
 
 
+def test_tiles_and_compute_locations_are_drawn_as_metaschedule_draws_them(spaces, target_spec):
+    """Tiles: the innermost factor uniform up to its cap, each prime's exponent spread over
+    the outer parts uniformly among its compositions (for 2**10 over 3 parts, the outermost
+    takes all ten 1 time in 66; drawing divisor by divisor gave 1 in 11). Compute locations:
+    inlining (-2) and the root (-1) are offered, and the depthwise convolution's padding,
+    drawn at every location offered, applies and computes the right result."""
+    from tensortune.space.knobs import PerfectTile
+
+    tile, rng = PerfectTile("t", 4096, 4, 4), random.Random(0)
+    draws = [tile.sample(rng) for _ in range(6600)]
+    assert all(v[0] * v[1] * v[2] * v[3] == 4096 and v[3] <= 4 for v in draws)
+    assert {v[3] for v in draws} == {1, 2, 4}
+    assert 15 < sum(v[0] == 1024 for v in draws if v[3] == 4) < 60  # 1/66 of ~2200 (1/11: 200)
+    space = spaces["dwconv2d"]
+    location = next(k for k in space.knobs if k.name.startswith("s0.") and k.name.endswith("ComputeLocation"))
+    assert location.options[:2] == (-2, -1)
+    point = space.named("default")
+    for option in location.options:
+        assert_correct(space.workload, space.apply(point | {location.name: option}), target_spec)
+
+
 def test_wrong_decisions_are_invalid_with_a_reason(spaces):
     space = spaces["gemm"]
     point = space.named("default")

@@ -5,6 +5,7 @@ from ..errors import UserError
 from . import metaschedule
 from .base import Strategy
 from .bo import BayesianOptimisation
+from .bo_prior import ModelPriorBO
 from .evolutionary import Evolutionary
 from .lfbo import ClassifierGuided
 from .llm import LLMGuided
@@ -16,7 +17,8 @@ from .tpe import NSGA2, TreeParzen
 
 STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (RandomSearch, Evolutionary, BayesianOptimisation,
                                                              TreeParzen, ClassifierGuided, ModelGuided,
-                                                             PolicyGradient, LLMGuided, MultiObjectiveBO, NSGA2)}
+                                                             PolicyGradient, LLMGuided, MultiObjectiveBO, NSGA2,
+                                                             ModelPriorBO)}
 REPLAYABLE = [name for name, s in STRATEGIES.items() if s.replayable]  # what benchmarks replay offline
 DEFAULT = Evolutionary.name
 

@@ -79,7 +79,7 @@ class BayesianOptimisation(Strategy):
         from botorch.optim import optimize_acqf_discrete
 
         objective, feasibility, best = self.models()
-        choices = torch.tensor([self.space.encode(p) for p in pool], dtype=torch.double)
+        choices = self.inputs(pool)
         with torch.no_grad():
             scores = screen(objective, feasibility, choices, best)
         keep = scores.topk(min(self.shortlist, len(pool))).indices
@@ -112,11 +112,17 @@ class BayesianOptimisation(Strategy):
             objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
             constraints=[lambda Z: 0.5 - Z[..., 1]])  # satisfied (<= 0) where the label is over 1/2
 
+    def inputs(self, points: list[Point]):
+        """What the models see of each point: a row of the space's encoding (in the unit cube)."""
+        import torch
+
+        return torch.tensor([self.space.encode(p) for p in points], dtype=torch.double)
+
     def _data(self):
         import torch
 
         obs = self.observations()
-        X = torch.tensor([self.space.encode(p) for p, _ in obs], dtype=torch.double)
+        X = self.inputs([p for p, _ in obs])
         feasible = torch.tensor([r.ok for _, r in obs])
         y = torch.zeros(len(obs), dtype=torch.double)
         y[feasible] = normal_scores(torch.tensor([-math.log(r.latency) for _, r in obs if r.ok], dtype=torch.double))

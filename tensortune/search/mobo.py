@@ -45,7 +45,7 @@ class MultiObjectiveBO(BayesianOptimisation):
         models = [_fit_gp(X[feasible], Y[feasible][:, [i]], self.fit_iterations) for i in range(Y.shape[1])]
         feasibility = None if bool(feasible.all()) else _fit_gp(X, feasible.double().unsqueeze(-1),
                                                                 self.fit_iterations, standardize=False)
-        choices = torch.tensor([self.space.encode(p) for p in pool], dtype=torch.double)
+        choices = self.inputs(pool)
         with torch.no_grad():
             # each objective's log EI plus log P(feasible), the best of them: a point good at either survives
             scores = torch.stack([screen(model, feasibility, choices, incumbent)
@@ -68,7 +68,7 @@ class MultiObjectiveBO(BayesianOptimisation):
         import torch
 
         obs = self.observations()
-        X = torch.tensor([self.space.encode(p) for p, _ in obs], dtype=torch.double)
+        X = self.inputs([p for p, _ in obs])
         feasible = torch.tensor([r.ok and r.build_s > 0 for _, r in obs])
         Y = torch.zeros(len(obs), len(self.objectives), dtype=torch.double)
         for row, (_, result) in enumerate(obs):

@@ -5,13 +5,11 @@ scheduled kernel. Two models take turns. While fewer than `warmup` points are me
 packaged pretrained model for the target kind (unless another is given) picks a share of each
 batch (`pretrained`, half by default) and the rest is random: features mean the same in every
 task, so it ranks a new task's candidates before anything is measured, and the random half
-samples the space broadly whatever it believes. Each of its picks is the winner of a
-tournament among `tournament` fresh random samples, not the top of one ranking: a model that
+samples the space broadly whatever it believes. Each of its picks wins a tournament among
+`tournament` fresh random samples (tournament.py), not the top of one ranking: a model that
 misjudges a task made its top picks cluster where it was wrong (on a MobileNetV2 depthwise
-convolution, every seed's first 16 trials stayed 1.7x off MetaSchedule's), while winners of
-separate tournaments are as spread as the samples and still better than them where the
-model is right. Then a model of the task's own measurements alone, retrained every
-batch, as MetaSchedule's is. (Fine-tuning the pretrained model on the task instead kept it
+convolution, every seed's first 16 trials stayed 1.7x off MetaSchedule's). Then a model of
+the task's own measurements alone, retrained every batch, as MetaSchedule's is. (Fine-tuning the pretrained model on the task instead kept it
 where it started: on conv1d-1024 in the sketch space it never tried an innermost tile of 1,
 that of the fastest kernels.)
 
@@ -38,6 +36,7 @@ from ..points import Point, point_key
 from .base import Option, Strategy
 from .inner_search import evolve
 from .lfbo import diverse
+from .tournament import tournament_winners
 
 FIRST_SHORTLIST = 2  # times the shortlist, random points scored before the first batch: the surrogate's first lesson
 
@@ -79,27 +78,11 @@ class ModelGuided(Strategy):
         if not greedy:
             chosen = []
         elif cold:
-            chosen = self._tournaments(model, greedy)
+            chosen = tournament_winners(self.space, model.score, self._features, self.rng, greedy, self.tournament,
+                                        self.seen)
         else:
             chosen = diverse(self.space, *self._candidates(model, self.screen * greedy), greedy, self.seen, self.distinct)
         return chosen + super().ask(n - len(chosen))  # the random share, and a short list's shortfall
-
-    def _tournaments(self, model: CostModel, n: int) -> list[Point]:
-        """Up to n unproposed points, each the model's favourite among `tournament` fresh random
-        samples (samples that do not schedule cannot win)."""
-        entrants = [self.space.sample(self.rng, checked=False) for _ in range(n * self.tournament)]
-        entrants = [p for p in entrants if point_key(p) not in self.seen]
-        features = self._features(entrants)
-        chosen = []
-        for start in range(0, len(entrants), self.tournament):
-            group = [(v, p) for v, p in zip(features[start:start + self.tournament], entrants[start:start + self.tournament])
-                     if v is not None and point_key(p) not in self.seen]
-            if group:
-                scores = model.score(np.stack([v for v, _ in group]))
-                winner = group[int(np.argmax(scores))][1]
-                self.seen.add(point_key(winner))
-                chosen.append(winner)
-        return chosen
 
     def _candidates(self, model: CostModel, shortlist: int) -> tuple[list[Point], list[float]]:
         """Unproposed points with their cost-model scores: the inner search's `shortlist`

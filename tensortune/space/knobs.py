@@ -122,6 +122,24 @@ class Split:
                 **limit, "rule": f"{self.parts} positive integers, outer to inner, whose product is one of {list(self.totals)}"}
 
 
+class PerfectTile(Split):
+    """A split drawn as MetaSchedule draws its perfect tiles (the sketch space's): the
+    innermost factor uniform among the divisors up to `max_inner`, then, for each prime of
+    the rest, its power spread over the outer parts uniformly among all ways to split the
+    exponent. Balanced tiles come up more often than with `Split`'s divisor-by-divisor draw,
+    which favours extremes; the sketch space's random points are then MetaSchedule's."""
+
+    def sample(self, rng: random.Random) -> tuple[int, ...]:
+        inner = rng.choice([d for d in divisors(self.extent) if d <= self.max_inner])
+        outer, slots = [1] * (self.parts - 1), self.parts - 2
+        for prime in sorted(set(prime_factors(self.extent // inner))):
+            exponent = prime_factors(self.extent // inner).count(prime)
+            bars = sorted(rng.sample(range(exponent + slots), slots))  # stars and bars
+            for i, (low, high) in enumerate(zip([-1, *bars], [*bars, exponent + slots])):
+                outer[i] *= prime ** (high - low - 1)
+        return (*outer, inner)
+
+
 @dataclass(frozen=True)
 class Choice:
     name: str
@@ -158,4 +176,4 @@ class Choice:
         return value if value in self.options else self.options[0]
 
 
-Knob = Split | Choice
+Knob = Split | Choice  # PerfectTile is a Split

@@ -3,7 +3,7 @@
 TVM's default schedule rules turn any TensorIR function into a few "sketches" (schedule
 traces with sampling instructions). A point is the sketch choice plus a value for every
 sampling instruction: perfect-tile splits, categorical choices (unroll depth and the like),
-compute locations. Applying a point replays the sketch's trace with those decisions on the
+compute locations, sampled as MetaSchedule samples them (knobs.PerfectTile; uniform choices). Applying a point replays the sketch's trace with those decisions on the
 original module, then runs MetaSchedule's postprocessors; a point they reject is invalid,
 with the postprocessor named as the reason. Only the chosen sketch's knobs matter, so the
 others are held at their defaults (`canonical`), which keeps equal schedules equal points.
@@ -22,10 +22,15 @@ from contextlib import contextmanager
 
 from ..points import InvalidPoint, Point
 from .base import KnobSpace, first_line
-from .knobs import Choice, Split
+from .knobs import Choice, PerfectTile
 
 DECISIONS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
-LOCATION_SAMPLES = 8  # design spaces drawn to collect the compute locations each stage can take
+# Design spaces drawn to learn how many compute locations each stage can take. Which ones are
+# valid depends on the tile sizes (MetaSchedule samples among those valid for the point's own),
+# so a location knob offers every index from -2 (inline) to the largest seen, and a point whose
+# index is not valid for its tiles is invalid. (Offering only the indices seen, as before,
+# left out up to two thirds of MetaSchedule's, inlining among them.)
+LOCATION_SAMPLES = 16
 # How often a mutation picks each kind of decision, after MetaSchedule's CPU mutators (tile size
 # 0.9, compute location 0.05, unroll 0.03): tiles matter most, and a mutation never switches
 # the sketch (a new sketch comes from sampling or crossover, as in MetaSchedule's population).
@@ -185,10 +190,10 @@ def _knob(name: str, inst, observed: list):
     kind = inst.kind.name
     if kind == "SamplePerfectTile":
         parts, max_inner = int(inst.attrs[0]), int(inst.attrs[1])
-        return Split(name, math.prod(int(x) for x in observed[0]), parts, max_inner if max_inner > 0 else 1 << 30)
+        return PerfectTile(name, math.prod(int(x) for x in observed[0]), parts, max_inner if max_inner > 0 else 1 << 30)
     if kind == "SampleCategorical":
         return Choice(name, tuple(range(len(inst.attrs[0]))))
-    return Choice(name, tuple(sorted({int(x) for x in observed} | {-1})))  # -1: at the root
+    return Choice(name, tuple(range(-2, max(int(x) for x in observed) + 1)))  # -2: inlined, -1: at the root
 
 
 def _plain(decision):
