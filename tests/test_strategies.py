@@ -23,6 +23,11 @@ def space():
     return make_space("cpu-template", get_workload("gemm", "64,48,32"))
 
 
+# smaller batch acquisitions and pools for the contract tests, where the dearest strategies'
+# defaults cost 10-20 s a test and prove nothing more
+LIGHT = {"mobo": {"mc_samples": 8, "shortlist": 16}, "bo-model": {"pool_samples": 40, "pool_mutants": 80}}
+
+
 def drive(strategy, rounds: int, batch: int, objective=synthetic_result) -> list[list[dict]]:
     asked = []
     for _ in range(rounds):
@@ -34,16 +39,16 @@ def drive(strategy, rounds: int, batch: int, objective=synthetic_result) -> list
 
 @pytest.mark.parametrize("name", sorted(REPLAYABLE))
 def test_same_seed_same_proposals(name, space):
-    first = drive(make_strategy(name, space, seed=7), rounds=3, batch=8)
-    again = drive(make_strategy(name, space, seed=7), rounds=3, batch=8)
-    other = drive(make_strategy(name, space, seed=8), rounds=3, batch=8)
+    first = drive(make_strategy(name, space, seed=7, options=LIGHT.get(name)), rounds=3, batch=8)
+    again = drive(make_strategy(name, space, seed=7, options=LIGHT.get(name)), rounds=3, batch=8)
+    other = drive(make_strategy(name, space, seed=8, options=LIGHT.get(name)), rounds=3, batch=8)
     assert [list(map(point_key, b)) for b in first] == [list(map(point_key, b)) for b in again]
     assert first != other
 
 
 @pytest.mark.parametrize("name", sorted(REPLAYABLE))
 def test_full_batches_and_no_point_proposed_twice(name, space):
-    strategy = make_strategy(name, space, seed=1)
+    strategy = make_strategy(name, space, seed=1, options=LIGHT.get(name))
     past = [space.sample(random.Random(i)) for i in range(6)]
     strategy.tell(past, [synthetic_result(p) for p in past])  # as when a run resumes
     keys = [point_key(p) for batch in drive(strategy, rounds=4, batch=8) for p in batch]
