@@ -9,9 +9,9 @@ samples the space broadly whatever it believes. Each of its picks wins a tournam
 `tournament` fresh random samples (tournament.py), not the top of one ranking: a model that
 misjudges a task made its top picks cluster where it was wrong (on a MobileNetV2 depthwise
 convolution, every seed's first 16 trials stayed 1.7x off MetaSchedule's). Then a model of
-the task's own measurements alone, retrained every batch, as MetaSchedule's is. (Fine-tuning the pretrained model on the task instead kept it
-where it started: on conv1d-1024 in the sketch space it never tried an innermost tile of 1,
-that of the fastest kernels.)
+the task's own measurements alone, retrained every batch, as MetaSchedule's is. (Fine-tuning
+the pretrained model on the task instead kept it where it started: on conv1d-1024 in the
+sketch space it never tried an innermost tile of 1, that of the fastest kernels.)
 
 Scoring a point by its features costs an apply and an extraction (5-13 ms in the sketch
 space), too dear for the thousands of candidates MetaSchedule looks at per round. So each

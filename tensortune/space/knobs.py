@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,8 +133,7 @@ class PerfectTile(Split):
     def sample(self, rng: random.Random) -> tuple[int, ...]:
         inner = rng.choice([d for d in divisors(self.extent) if d <= self.max_inner])
         outer, slots = [1] * (self.parts - 1), self.parts - 2
-        for prime in sorted(set(prime_factors(self.extent // inner))):
-            exponent = prime_factors(self.extent // inner).count(prime)
+        for prime, exponent in sorted(Counter(prime_factors(self.extent // inner)).items()):
             bars = sorted(rng.sample(range(exponent + slots), slots))  # stars and bars
             for i, (low, high) in enumerate(zip([-1, *bars], [*bars, exponent + slots])):
                 outer[i] *= prime ** (high - low - 1)
