@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import platform
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import UserError
@@ -150,5 +151,26 @@ def load_intrinsics(kind: str) -> None:
     if package not in sys.modules:  # the package without its __init__, which imports every target's
         spec = importlib.util.find_spec(package)
         sys.modules[package] = importlib.util.module_from_spec(spec)
-    for name in _INTRINSICS.get(kind, ()):
-        importlib.import_module(f"{package}.{name}")
+    missing = [name for name in _INTRINSICS.get(kind, ()) if f"{package}.{name}" not in sys.modules]
+    if missing:
+        with _frames_without_source():
+            for name in missing:
+                importlib.import_module(f"{package}.{name}")
+
+
+@contextmanager
+def _frames_without_source():
+    """TVMScript's parser calls inspect.stack() for every function it parses and uses only the
+    frames, but inspect reads each frame's source lines, scanning sys.modules per frame (slow
+    once torch has loaded its thousands of modules): the CUDA intrinsics' 180 functions then
+    take 9 s to parse instead of 4. Inside this block inspect.stack reads no source lines (a
+    frame's code_context is None, which TVMScript takes for "not defined in a class", as
+    every intrinsic is)."""
+    import inspect
+
+    stack = inspect.stack
+    inspect.stack = lambda context=1: stack(0)
+    try:
+        yield
+    finally:
+        inspect.stack = stack

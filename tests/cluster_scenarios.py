@@ -49,34 +49,25 @@ def same_records(address: str, tmp: str) -> dict:
             "local_hardware": target.hardware}
 
 
-def hanging(address: str) -> dict:
-    """A kernel that hangs, among correct ones: it costs itself only."""
-    from mutants import MutantSpace
-
-    target = make_target("cpu", 1)
-    space = MutantSpace(target.spec)
-    config = MeasureConfig(**QUICK, run_timeout_s=3.0, cluster=address)
-    with RayEvaluator(target.spec, config, "fake-a") as evaluator:
-        start = time.perf_counter()
-        results = evaluator.measure(space, [{"kernel": "naive"}, {"kernel": "hangs"}, {"kernel": "naive"},
-                                            {"kernel": "clamped"}])
-        last_build = max(end for method, _, end, _ in evaluator.spans if method == "build")
-        return {"statuses": [r.status.value for r in results], "reasons": [r.reason for r in results],
-                "seconds": time.perf_counter() - start,
-                "runs_before_last_build": sum(sent < last_build for method, sent, _, _ in evaluator.spans if method == "run")}
-
-
-def node_lost(cluster, address: str, node) -> dict:
-    """A device node removed while a round runs: nothing finished is lost, its jobs go to
-    the device left, every point is answered once; a node that joins is used from the next
-    round."""
+def hanging_then_node_lost(cluster, address: str, node) -> tuple[dict, dict]:
+    """On one evaluator (its actors cost a TVM import each): first a kernel that hangs, among
+    correct ones, costs itself only; then a device node removed while a round runs: nothing
+    finished is lost, its jobs go to the device left, every point is answered once; a node
+    that joins is used from the next round."""
     from mutants import MutantSpace
 
     target = make_target("cpu", 1)
     space = MutantSpace(target.spec)
     slow = {**QUICK, "repeat": 3, "min_repeat_ms": 100}  # each timing lasts 0.3 s: the node goes mid-round
-    with RayEvaluator(target.spec, MeasureConfig(**slow, cluster=address), "fake-a") as evaluator:
-        evaluator.measure(space, [{"kernel": "naive"}] * 2)  # the actors are up
+    with RayEvaluator(target.spec, MeasureConfig(**slow, run_timeout_s=3.0, cluster=address), "fake-a") as evaluator:
+        start = time.perf_counter()
+        results = evaluator.measure(space, [{"kernel": "naive"}, {"kernel": "hangs"}, {"kernel": "naive"},
+                                            {"kernel": "clamped"}])
+        last_build = max(end for method, _, end, _ in evaluator.spans if method == "build")
+        hanging = {"statuses": [r.status.value for r in results], "reasons": [r.reason for r in results],
+                   "seconds": time.perf_counter() - start,
+                   "runs_before_last_build": sum(sent < last_build for method, sent, _, _ in evaluator.spans
+                                                 if method == "run")}
         devices = len(evaluator.devices)
         killer = threading.Timer(2.0, cluster.remove_node, args=(node,))
         killer.start()
@@ -86,8 +77,8 @@ def node_lost(cluster, address: str, node) -> dict:
         cluster.add_node(num_cpus=1, resources={DEVICE + "fake-a": 1})  # a device node joins mid-run
         cluster.wait_for_nodes()
         joined = evaluator.measure(space, [{"kernel": "naive"}] * 4)
-        return {"devices_before": devices, "devices_after": after, "devices_joined": len(evaluator.devices),
-                "statuses": [r.status.value for r in results + joined], "lost": evaluator.lost}
+        return hanging, {"devices_before": devices, "devices_after": after, "devices_joined": len(evaluator.devices),
+                         "statuses": [r.status.value for r in results + joined], "lost": evaluator.lost}
 
 
 def two_classes(address: str, tmp: str) -> dict:
@@ -95,7 +86,8 @@ def two_classes(address: str, tmp: str) -> dict:
     from tensortune import cli
 
     sys.argv = ["tensortune", "tune", "gemm", "--shape", "32,32,32", "--trials", "4", "--batch", "4",
-                "--strategy", "random", "--threads", "1", "--db", f"{tmp}/classes.db", "--cluster", address, "--json"]
+                "--strategy", "random", "--threads", "1", "--no-baselines", "--db", f"{tmp}/classes.db", "--cluster", address,
+                "--json"]
     try:
         cli.main()
     except SystemExit as done:
@@ -112,8 +104,7 @@ def main(out: str) -> None:
     found = {}
     with tempfile.TemporaryDirectory() as tmp:
         found["same_records"] = same_records(cluster.address, tmp)
-        found["hanging"] = hanging(cluster.address)
-        found["node_lost"] = node_lost(cluster, cluster.address, second)
+        found["hanging"], found["node_lost"] = hanging_then_node_lost(cluster, cluster.address, second)
         cluster.add_node(num_cpus=1, resources={DEVICE + "fake-b": 1})
         cluster.wait_for_nodes()
         found["two_classes"] = two_classes(cluster.address, tmp)

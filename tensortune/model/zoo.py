@@ -240,9 +240,10 @@ class _LogitsOnly(nn.Module):
         return self.model(ids, use_cache=False).logits
 
 
-def hf_gpt2_tiny():
-    """GPT-2 from Hugging Face `transformers`, built from its config (2 layers, width 64, 2
-    heads, vocabulary 512; eager attention; random weights, nothing downloaded), 32 tokens.
+def hf_gpt2_tiny(layers: int = 2):
+    """GPT-2 from Hugging Face `transformers`, built from its config (2 layers unless told,
+    width 64, 2 heads, vocabulary 512; eager attention; random weights, nothing downloaded),
+    32 tokens.
     TVM's torch frontend does not convert all of it (one of its concatenations)."""
     from ..errors import UserError
 
@@ -250,7 +251,7 @@ def hf_gpt2_tiny():
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError:
         raise UserError("hf_gpt2_tiny needs transformers: pip install -e '.[test]'") from None
-    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=512, n_positions=64, attn_implementation="eager")
+    config = GPT2Config(n_layer=layers, n_embd=64, n_head=2, vocab_size=512, n_positions=64, attn_implementation="eager")
     return _seeded(lambda: _LogitsOnly(GPT2LMHeadModel(config))), (torch.randint(0, 512, (1, 32)),)
 
 
