@@ -287,6 +287,7 @@ class BigConv(torch.nn.Module):
         return torch.relu(self.conv(x))
 
 
+@pytest.mark.alone  # compares end-to-end timings of two builds: the machine to itself
 def test_the_build_calling_torch_is_kept_where_it_is_faster_end_to_end():
     torch.manual_seed(0)
     target = make_target("cpu", 2)
@@ -301,6 +302,7 @@ def test_the_build_calling_torch_is_kept_where_it_is_faster_end_to_end():
     assert kept.torch_ops == 0 and kept.timed["tvm"] < kept.timed["torch ops"]
 
 
+@pytest.mark.alone  # compares end-to-end timings of two builds: the machine to itself
 def test_a_model_calling_torch_exports_and_loads_in_a_fresh_process(tmp_path):
     torch.manual_seed(0)
     target = make_target("cpu", 2)
@@ -327,6 +329,7 @@ def test_a_model_calling_torch_exports_and_loads_in_a_fresh_process(tmp_path):
     assert spin == "0"  # TVM's threads leave the cores to torch's between kernels, as when it was timed
 
 
+@pytest.mark.alone  # compares end-to-end timings of two builds: the machine to itself
 def test_kernels_of_the_build_far_behind_weigh_less_in_the_schedule():
     """With two builds only the faster is kept: a kernel of the all-TVM build counts in
     proportion to how close that build is to the one calling torch (untuned, far behind here)."""
@@ -367,6 +370,7 @@ def slow_torch_matmul():
     register(again=True)
 
 
+@pytest.mark.alone  # compares end-to-end timings of two builds: the machine to itself
 def test_an_operation_faster_in_tvm_goes_back_to_tvm_in_the_kept_build(slow_torch_matmul):
     torch.manual_seed(0)
     target = make_target("cpu", 2)

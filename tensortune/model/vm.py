@@ -5,7 +5,7 @@ import statistics
 
 import numpy as np
 
-from ..measure.cores import share_with_torch
+from ..measure.cores import share_with_torch, turn
 from ..measure.runner import device_of, time_on_cpu
 from ..target import Target
 
@@ -41,4 +41,5 @@ def run_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
 def vm_seconds(executable, inputs, target: Target) -> float:
     """Seconds per call of a built model in TVM's VM, inputs resident on its device."""
     call = run_on(executable, inputs, target.spec["kind"])
-    return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
+    with turn(alone=True):  # as a kernel's timing: while no other tensortune process builds or times
+        return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
