@@ -1,5 +1,6 @@
-"""Train the packaged cost model on every corpus table and save it in the package
-(tensortune/costmodel/pretrained/KIND.ubj), with the hardware, machine and tasks it learned from.
+"""Train the packaged cost model on every corpus table (the leaderboard's and the training-only
+ones) and save it in the package (tensortune/costmodel/pretrained/KIND.ubj), with the
+hardware, machine and tasks it learned from.
 
     .venv/bin/python benchmarks/pretrain.py
 """
@@ -20,11 +21,12 @@ from tensortune.target import make_target  # noqa: E402
 
 def main() -> None:
     target = make_target("cpu", MeasureConfig().threads)
-    missing = [t.name for t in corpus.CORPUS if corpus.load_table(t) is None]
+    missing = [t.name for t in corpus.TRAINING if corpus.load_table(t) is None]
     if missing:
-        raise SystemExit(f"error: no replay table for {', '.join(missing)}: run benchmarks/leaderboard.py first")
+        raise SystemExit(f"error: no table for {', '.join(missing)}: run benchmarks/leaderboard.py first (with "
+                         f"--strategies random --seeds 2 --tasks ... for the training-only ones)")
     start = time.perf_counter()
-    model = corpus.train_cost_model(list(corpus.CORPUS), target)
+    model = corpus.train_cost_model(list(corpus.TRAINING), target, threads=target.threads)
     model.info |= {"command": "benchmarks/pretrain.py", "date": f"{datetime.now(timezone.utc):%Y-%m-%d}"}
     PRETRAINED.mkdir(exist_ok=True)
     path = PRETRAINED / f"{target.spec['kind']}.ubj"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tensortune.costmodel import LENGTH, CostModel, FeatureExtractor, relevance
+from tensortune.costmodel.features import KERNEL
 from tensortune.costmodel.model import pretrained
 from tensortune.measure.result import Result
 from tensortune.search import make_strategy
@@ -51,6 +52,14 @@ def test_features_describe_the_schedule_and_reject_what_does_not_schedule(spaces
     assert vectors[0].shape == vectors[1].shape == (LENGTH,)
     assert not np.array_equal(vectors[0], vectors[1])
     assert vectors[2] is None
+
+
+def test_features_also_say_what_the_schedule_changed_which_moves_less_with_the_shape(spaces):
+    """A vector's second half is its first minus the unscheduled kernel's: zero for the naive
+    schedule, and for the same schedule of two shapes closer than the absolute numbers."""
+    (naive_a, hand_a), (naive_b, hand_b) = [FeatureExtractor(s)([s.named("naive"), s.named("hand")]) for s in spaces]
+    assert not naive_a[KERNEL:].any() and not naive_b[KERNEL:].any() and naive_a[:KERNEL].any()
+    assert np.abs(hand_a[KERNEL:] - hand_b[KERNEL:]).sum() < 0.7 * np.abs(hand_a[:KERNEL] - hand_b[:KERNEL]).sum()
 
 
 def test_relevance_is_speed_relative_to_the_fastest_and_zero_for_failures():

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..measure.result import Result
+from .features import FEATURE_SETS
 
 PRETRAINED = Path(__file__).parent / "pretrained"
 # pairs drawn at random within a group ("mean"), 8 per kernel: XGBoost's default for pairwise
@@ -39,25 +40,35 @@ class CostModel:
         self.booster, self.info = booster, info
 
     @classmethod
-    def train(cls, groups: list[tuple[np.ndarray, np.ndarray]], info: dict, rounds: int = ROUNDS) -> "CostModel":
-        """From (features, relevance) per task; `info` is kept with the model (hardware, tasks)."""
+    def train(cls, groups: list[tuple[np.ndarray, np.ndarray]], info: dict, rounds: int = ROUNDS,
+              threads: int = 1, features: str = "both") -> "CostModel":
+        """From (features, relevance) per task, learning from the columns of FEATURE_SETS[features];
+        `info` is kept with the model (hardware, tasks). `threads`: XGBoost's (one while
+        tuning, which times kernels on the others; more offline)."""
         import xgboost
 
-        data = _matrix(groups)
-        return cls(xgboost.train(PARAMS, data, num_boost_round=rounds), info)
+        model = cls(None, info | {"features": features})
+        data = _matrix([(model.columns(f), r) for f, r in groups])
+        model.booster = xgboost.train(PARAMS | {"nthread": threads}, data, num_boost_round=rounds)
+        return model
+
+    def columns(self, features: np.ndarray) -> np.ndarray:
+        """The columns of full feature vectors (FeatureExtractor's) this model learns from."""
+        start, stop = FEATURE_SETS[self.info.get("features", "both")]
+        return features[:, start:stop]
 
     def fine_tuned(self, features: np.ndarray, relevance_: np.ndarray, rounds: int = FINE_TUNE_ROUNDS) -> "CostModel":
         """A copy with `rounds` more trees fitted to one task's own measurements."""
         import xgboost
 
-        booster = xgboost.train(PARAMS, _matrix([(features, relevance_)]), num_boost_round=rounds,
+        booster = xgboost.train(PARAMS, _matrix([(self.columns(features), relevance_)]), num_boost_round=rounds,
                                 xgb_model=self.booster.copy())
         return CostModel(booster, self.info)
 
     def score(self, features: np.ndarray) -> np.ndarray:
         import xgboost
 
-        return self.booster.predict(xgboost.DMatrix(features))
+        return self.booster.predict(xgboost.DMatrix(self.columns(features)))
 
     def save(self, path: Path) -> None:
         self.booster.set_attr(tensortune=json.dumps(self.info))
