@@ -122,7 +122,7 @@ def test_a_saved_model_loads_with_its_scores_and_what_it_was_trained_on(spaces, 
     features = np.stack(FeatureExtractor(spaces[1])(sample(spaces[1], 16, seed=3)))
     model.save(tmp_path / "m.ubj")
     loaded = CostModel.load(tmp_path / "m.ubj")
-    assert loaded.info == {"tasks": ["train"]}
+    assert loaded.info == {"tasks": ["train"], "features": "absolute"}
     assert np.allclose(loaded.score(features), model.score(features))
 
 

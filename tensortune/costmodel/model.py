@@ -41,7 +41,7 @@ class CostModel:
 
     @classmethod
     def train(cls, groups: list[tuple[np.ndarray, np.ndarray]], info: dict, rounds: int = ROUNDS,
-              threads: int = 1, features: str = "both") -> "CostModel":
+              threads: int = 1, features: str = "absolute") -> "CostModel":
         """From (features, relevance) per task, learning from the columns of FEATURE_SETS[features];
         `info` is kept with the model (hardware, tasks). `threads`: XGBoost's (one while
         tuning, which times kernels on the others; more offline)."""
@@ -54,7 +54,7 @@ class CostModel:
 
     def columns(self, features: np.ndarray) -> np.ndarray:
         """The columns of full feature vectors (FeatureExtractor's) this model learns from."""
-        start, stop = FEATURE_SETS[self.info.get("features", "both")]
+        start, stop = FEATURE_SETS[self.info.get("features", "absolute")]
         return features[:, start:stop]
 
     def fine_tuned(self, features: np.ndarray, relevance_: np.ndarray, rounds: int = FINE_TUNE_ROUNDS) -> "CostModel":
