@@ -172,7 +172,7 @@ def machine() -> str:
 # what the packaged model (pretrain.py) and the leaderboard's held-out models learn from: in
 # benchmarks/results/transfer.txt the absolute features' top 8 beat random picks about as often
 # as the changes' (16 and 17 of 20 tasks held out by model, 11 of 14 by family, both) and came
-# closer to the tables' best (median 1.13x against 1.25x by model), the two together less often (12 of 20)
+# closer to the tables' best (median 1.13x against 1.26x by model), the two together less often (12 of 20)
 FEATURES = "absolute"
 
 
