@@ -65,9 +65,9 @@ CORPUS = (
 )
 FAMILIES = tuple(dict.fromkeys(t.family for t in CORPUS))
 # Training-only tasks: more zoo models' kernels in the sketch space (ResNet-18 and -50, a ViT
-# block, a GPT block, MobileNetV2's depthwise convolutions; their GELUs have a single point
-# in that space, as BERT's), so that the packaged cost model
-# has seen models like the ones users bring (issue 24's item 3). Their tables hold random
+# block, a GPT block, MobileNetV2's depthwise convolutions; their GELUs have a single point in
+# that space, as BERT's), so that the packaged cost model has seen models like the ones users
+# bring (issue 24's item 3). Their tables hold random
 # points (`leaderboard.py --strategies random --seeds 2 --tasks ...` measures them): the
 # leaderboard does not replay them, as a table of random points cannot tell strategies apart.
 # None is a kernel benchmarks/vs_metaschedule.py compares on (ZOO_KERNELS there): those stay

@@ -8,9 +8,9 @@ leave-family-out, the hard case) gets a model trained on every other task's tabl
 every correct point of each held-out task's table; printed per task, as a ratio to the table's
 best (1.00: the best anyone found there): the best of the model's top 8 picks, and the median
 over draws of the best of 8 random picks. Three feature sets side by side: 'absolute' (the
-kernel's per-store features, summed and maxed: the packaged model's until issue 24), 'change'
-(their difference from the unscheduled kernel's: what the schedule changed, which moves less
-with problem size) and 'both' (the package's features now).
+kernel's per-store features, summed and maxed: what the packaged model learns from,
+corpus.FEATURES), 'change' (their difference from the unscheduled kernel's: what the schedule
+changed, which moves less with problem size) and 'both'.
 
     .venv/bin/python benchmarks/transfer.py [--out benchmarks/results/transfer.txt]
 """
@@ -47,8 +47,8 @@ def main() -> None:
     tasks = [t for t in corpus.TRAINING if corpus.load_table(t) is not None]
     start = time.perf_counter()
     groups = {t.name: corpus.group(t, target) for t in tasks}
-    lines = header(target.threads) + [f"# {len(tasks)} tasks; features of every table point: "
-                                                              f"{time.perf_counter() - start:.0f} s", ""]
+    seconds = time.perf_counter() - start
+    lines = header(target.threads) + [f"# {len(tasks)} tasks; features of every table point: {seconds:.0f} s", ""]
     for split, units in (("leave-one-model-out", corpus.MODELS), ("leave-family-out", corpus.OPERATOR_FAMILIES)):
         lines += held_out(split, units, tasks, groups)
     args.out.write_text("\n".join(lines) + "\n")
