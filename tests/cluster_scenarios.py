@@ -12,7 +12,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(__file__))  # tests/mutants.py
 
@@ -22,11 +21,8 @@ from tensortune.db import Database  # noqa: E402
 from tensortune.measure.cluster import DEVICE, RayEvaluator  # noqa: E402
 from tensortune.measure.config import MeasureConfig  # noqa: E402
 from tensortune.target import make_target  # noqa: E402
-from tensortune.tuning.tuner import TuneConfig, tune  # noqa: E402
-from tensortune.workloads import get_workload  # noqa: E402
 
 QUICK = dict(threads=1, repeat=3, min_repeat_ms=1, final_repeat=3, final_min_repeat_ms=1)
-TUNE = TuneConfig(trials=8, strategy="random", seed=0, batch=4, space="cpu-template", final_top=1)
 
 
 def _records(db_path: str) -> dict:
@@ -36,17 +32,6 @@ def _records(db_path: str) -> dict:
                                       for r in db.records(task)) for task in db.tasks()}
     finally:
         db.close()
-
-
-def same_records(address: str, tmp: str) -> dict:
-    """The same tune (random search, one seed) locally and over the cluster."""
-    wl, target = get_workload("gemm", "32,32,32"), make_target("cpu", 1)
-    for where, tgt, cluster in (("local", target, None), ("cluster", replace(target, device_class="fake-a"), address)):
-        db = Database(f"{tmp}/{where}.db")
-        tune(wl, tgt, db, TUNE, MeasureConfig(**QUICK, cluster=cluster))
-        db.close()
-    return {"local": _records(f"{tmp}/local.db"), "cluster": _records(f"{tmp}/cluster.db"),
-            "local_hardware": target.hardware}
 
 
 def hanging_then_node_lost(cluster, address: str, node) -> tuple[dict, dict]:
@@ -82,18 +67,25 @@ def hanging_then_node_lost(cluster, address: str, node) -> tuple[dict, dict]:
 
 
 def two_classes(address: str, tmp: str) -> dict:
-    """`tensortune tune --cluster` with two device classes: two tasks, one per class."""
+    """`tensortune tune --cluster` with two device classes: two tasks, one per class, each
+    storing what the same command stores without a cluster (random search, one seed)."""
     from tensortune import cli
 
-    sys.argv = ["tensortune", "tune", "gemm", "--shape", "32,32,32", "--trials", "4", "--batch", "4",
-                "--strategy", "random", "--threads", "1", "--no-baselines", "--db", f"{tmp}/classes.db", "--cluster", address,
-                "--json"]
-    try:
-        cli.main()
-    except SystemExit as done:
-        if done.code:
-            return {"exit": done.code}
-    return {"exit": 0, "records": {hw: len(r) for hw, r in _records(f"{tmp}/classes.db").items()}}
+    def tune(db: str, *cluster: str) -> int:
+        sys.argv = ["tensortune", "tune", "gemm", "--shape", "32,32,32", "--trials", "8", "--batch", "4",
+                    "--strategy", "random", "--seed", "0", "--threads", "1", "--no-baselines", "--db", db,
+                    "--json", *cluster]
+        try:
+            cli.main()
+        except SystemExit as done:
+            return done.code or 0
+        return 0
+
+    code = tune(f"{tmp}/classes.db", "--cluster", address) or tune(f"{tmp}/local.db")
+    if code:
+        return {"exit": code}
+    return {"exit": 0, "cluster": _records(f"{tmp}/classes.db"), "local": _records(f"{tmp}/local.db"),
+            "local_hardware": make_target("cpu", 1).hardware}
 
 
 def main(out: str) -> None:
@@ -103,7 +95,6 @@ def main(out: str) -> None:
     cluster.wait_for_nodes()
     found = {}
     with tempfile.TemporaryDirectory() as tmp:
-        found["same_records"] = same_records(cluster.address, tmp)
         found["hanging"], found["node_lost"] = hanging_then_node_lost(cluster, cluster.address, second)
         cluster.add_node(num_cpus=1, resources={DEVICE + "fake-b": 1})
         cluster.wait_for_nodes()
