@@ -170,7 +170,7 @@ def via_torch_compile(name: str, target, db: str) -> float:
 
     import tensortune
     from tensortune.model import zoo
-    from tensortune.model.end_to_end import torch_seconds
+    from tensortune.model.vm import torch_seconds
 
     module, inputs = zoo.ZOO[name]()
     torch._dynamo.reset()

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import sys
+import warnings
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -235,7 +236,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     name, (module, inputs) = load_factory(model)
     config = TuneConfig(trials=trials or 0, strategy=strategy, seed=seed, batch=batch, space=space,
                         options=tuple(options.items()))
-    split, database = None, None
+    split, database, builds = None, None, None
     try:
         imported = import_model(name, module, inputs, tgt.spec, torch_ops=torch_ops)
         database = _open_db(db)  # only once the model is in: a model that cannot come in leaves no database
@@ -256,6 +257,9 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     else:
         built = build_model(imported, tgt, database, progress=lambda line: as_json or err.print(line, highlight=False))
         paths = export_model(built, tgt, Path(out_dir), database) if out_dir else []
+        if built.slower_than_eager and not as_json:
+            err.print(f"warning: the tuned build is slower than torch eager ({built.against_eager()}): keep running "
+                      "the model in PyTorch, or tune it longer", highlight=False)
     if summary is None:
         out.print("wrote " + ", ".join(map(str, paths)) if paths else "run the same command again to resume")
         sys.exit(130)
@@ -266,7 +270,7 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
         timing, share = end_to_end(split, tgt, database) if split else (measure_end_to_end(built, tgt), None)
         database.add_model_timing(imported.key, tgt.name, tgt.hardware, timing.as_dict())
     in_torch = split and {"operators": split.parts.in_torch, "share_of_eager_time": share,
-                          "line": in_torch_line(split, share)}
+                          "line": in_torch_line(split, share, builds)}
     if as_json:
         print(json.dumps(model_json(summary, built, paths, timing, in_torch)))
     else:
@@ -568,6 +572,9 @@ def main() -> None:
     debug = "--debug" in sys.argv
     if debug:
         sys.argv.remove("--debug")
+    # torch.fx's deep copies trip typing_extensions' deprecation of a torch pytree idiom: torch's
+    # business, not the user's, and it would read as a failure of ours on standard error
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
     try:
         code = app(standalone_mode=False)  # click's usage errors come here, to be one line too
     except TyperException as error:  # click's usage errors (typer carries its own click)

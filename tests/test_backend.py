@@ -41,6 +41,25 @@ class WithBreak(nn.Module):
         return self.b(x).sigmoid()
 
 
+def eager_never_faster(label, measure):
+    """A test double for the build-time timing of eager: it never wins, so these small models'
+    regions stay in TVM whatever the machine's timings (the builds are timed for real)."""
+    return float("inf") if label == "eager" else measure()
+
+
+@pytest.fixture(autouse=True)
+def regions_stay_in_tvm(monkeypatch):
+    import tensortune.model as model_layer
+
+    real = model_layer.build_model
+
+    def build(*args, **kw):
+        kw.setdefault("timer", eager_never_faster)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(model_layer, "build_model", build)
+
+
 def compiled(module, **options):
     torch._dynamo.reset()
     backend = tensortune.backend(**options)
@@ -103,6 +122,44 @@ def test_a_region_whose_build_fails_runs_in_torch_with_a_warning(tmp_path, monke
         assert torch.allclose(got, model(x)) and backend.regions == []
 
 
+def test_a_region_slower_than_eager_runs_in_torch_and_says_so(tmp_path, monkeypatch):
+    import tensortune.model as model_layer
+
+    def eager_fastest(label, measure):  # a test double for the build-time timings: eager wins
+        return 1e-3 if label == "eager" else 2e-3
+
+    real = model_layer.build_model
+    monkeypatch.setattr(model_layer, "build_model", lambda *args, **kw: real(*args, **kw, timer=eager_fastest))
+    model, x = with_erfinv()
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad(), pytest.warns(TensortuneWarning, match="2.000 ms a call against eager's 1.000 ms"):
+        got = fast(x)
+    with torch.no_grad():
+        assert torch.allclose(got, model(x)) and backend.regions == []
+    assert len(backend.in_eager) == 2 and all("against eager" in why for why in backend.in_eager.values())
+
+
+def test_a_convolution_region_keeps_the_build_calling_torch_checked_on_its_own_inputs(tmp_path, monkeypatch):
+    """The build calling torch's convolution is checked on the region's inputs, as the all-TVM
+    build is (drawn afresh, a region's frozen batch norm gave NaN and that build was refused)."""
+    import tensortune.model as model_layer
+    from tensortune.model import zoo
+
+    def torch_ops_fastest(label, measure):  # a test double for the build-time timings
+        return {"eager": 2e-3, "torch ops": 1e-3}.get(label, 3e-3)
+
+    real = model_layer.build_model
+    monkeypatch.setattr(model_layer, "build_model", lambda *args, **kw: real(*args, **kw, timer=torch_ops_fastest))
+    torch.manual_seed(0)
+    model = nn.Sequential(zoo._Basic(8, 8, 1)).eval()
+    x = torch.randn(1, 8, 12, 12)
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad():
+        assert torch.allclose(fast(x), model(x), atol=1e-5)
+    [region] = backend.regions
+    assert region.built.kept == "torch ops" and not region.built.refused and region.built.torch_ops == 2
+
+
 def test_bad_options_fail_at_compile_time(tmp_path):
     with pytest.raises(UserError, match="unknown mode"):
         tensortune.backend(mode="fastest")
@@ -131,6 +188,10 @@ def test_records_tuned_in_one_process_are_reused_by_another(tmp_path):
         from tensortune.model.build import best_schedules
         from tensortune.target import make_target
         build.MIX_TRIES = 0  # no per-operation mixed builds: the reuse is what is tested here
+        import tensortune.model as model_layer
+        real = model_layer.build_model  # a test double for eager's timing at build: it never wins
+        model_layer.build_model = lambda *a, **k: real(*a, **k, timer=lambda label, measure: float("inf")
+                                                        if label == "eager" else measure())
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(64, 64), nn.ReLU()).eval()
         backend = tensortune.backend(db={str(db)!r}, mode="tune", trials=8, progress=False)

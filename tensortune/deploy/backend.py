@@ -49,13 +49,15 @@ class BackendConfig:
 
 class Backend:
     """A torch.compile backend (call it as dynamo does: graph module, example inputs) that
-    keeps what it compiled: `regions` (TVMRegion, each with its build and check) and, per
-    graph, the operators left in PyTorch (`in_torch`)."""
+    keeps what it compiled: `regions` (TVMRegion, each with its build and check), per graph
+    the operators left in PyTorch (`in_torch`), and the regions TVM converted but PyTorch runs,
+    with why (`in_eager`: a failed build, or eager was faster)."""
 
     def __init__(self, config: BackendConfig):
         self.config = config
         self.regions: list = []
         self.in_torch: list[dict[str, int]] = []
+        self.in_eager: dict[str, str] = {}
 
     def __call__(self, gm, example_inputs):
         """The graph with its TVM regions compiled; the graph itself (all PyTorch) where it
@@ -87,7 +89,10 @@ class Backend:
         self.in_torch.append(parts.in_torch)
         for region in parts.regions:
             compiled = _region(region, self.config)
-            if compiled is not None:
+            if isinstance(compiled, str):  # it stays the region's own graph, run by PyTorch
+                self.in_eager[f"{region.name} of graph {len(self.in_torch)}"] = compiled
+                _warn(f"{region.name} ({region.nodes} operators) runs in PyTorch: {compiled}")
+            else:
                 setattr(parts.graph, region.name, compiled)
                 self.regions.append(compiled)
         if not weights:
@@ -128,7 +133,8 @@ def _checked(options: dict) -> BackendConfig:
 
 
 def _region(region, config: BackendConfig):
-    """A region as a TVMRegion, or None (with a warning) where it cannot be built or checked."""
+    """A region as a TVMRegion, or why PyTorch runs it instead: it cannot be built or checked,
+    or its build was slower than eager when both were timed at build."""
     from ..db import Database
     from ..measure.config import MeasureConfig
     from ..model import build_model, import_model, tune_model
@@ -148,10 +154,13 @@ def _region(region, config: BackendConfig):
             trials = config.trials or default_trials(model)
             tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
                        _progress(region.name) if config.progress else lambda *_: None)
-        return TVMRegion(build_model(model, target, db), region.module)
+        built = build_model(model, target, db)
+        if built.slower_than_eager:
+            refused = f" (the build calling torch was refused: {built.refused})" if built.refused else ""
+            return f"TVM's build took {built.against_eager()}{refused}"
+        return TVMRegion(built, region.module)
     except Exception as err:  # any failure of TVM's: the region stays in PyTorch, said once
-        _warn(f"{region.name} ({region.nodes} operators) runs in PyTorch: {type(err).__name__}: {first_line(err)}")
-        return None
+        return f"{type(err).__name__}: {first_line(err)}"
     finally:
         db.close()
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..errors import UserError
-from ..model.end_to_end import EndToEnd, torch_seconds
+from ..model.end_to_end import EndToEnd
+from ..model.vm import torch_seconds
 from ..model.importer import ImportedModel, import_model
 from ..model.partition import Partitioned, capture, partition
 
@@ -69,14 +70,17 @@ def import_split(name: str, module, inputs: tuple, target_spec: dict, why: str) 
 def build_split(split: SplitModel, target, db, tuned: bool = True):
     """The partitioned graph calling each region built by TVM (with the records' best
     schedules, or all at TVM's defaults if not `tuned`), and the regions' builds. The regions
-    are set on split.parts.graph itself: a later call replaces them."""
+    are set on split.parts.graph itself: a later call replaces them. A tuned region whose build
+    was slower than eager when timed is left to PyTorch (`slower_than_eager`; in_torch_line
+    names it)."""
     from ..model.build import build_checked, build_model
     from .torch_region import TVMRegion
 
     builds = [build_model(model, target, db) if tuned else build_checked(model, target, {}, {}, seed=1)
               for model in split.regions]
-    for region, built in zip(split.parts.regions, builds):
-        setattr(split.parts.graph, region.name, TVMRegion(built, region.module, target.spec["kind"]))
+    for region, built in zip(split.parts.regions, builds):  # one slower than eager stays eager's graph
+        setattr(split.parts.graph, region.name,
+                region.module if built.slower_than_eager else TVMRegion(built, region.module, target.spec["kind"]))
     return split.parts.graph, builds
 
 
@@ -101,12 +105,15 @@ def end_to_end(split: SplitModel, target, db) -> tuple[EndToEnd, float]:
     return EndToEnd(eager, default, tuned, target.threads, time.time()), in_torch / (in_torch + regions)
 
 
-def in_torch_line(split: SplitModel, share: float | None) -> str:
-    """What runs in PyTorch and what it costs, for the report."""
+def in_torch_line(split: SplitModel, share: float | None, builds: list | None = None) -> str:
+    """What runs in PyTorch and what it costs, for the report; `builds` (build_split's) adds
+    the regions left there because eager was faster."""
     parts = split.parts
     cost = f"; {share:.0%} of the graph's eager time is spent there" if share is not None else ""
-    return (f"TVM runs {len(parts.regions)} regions ({parts.share_in_tvm:.0%} of the operators); "
-            f"left in PyTorch: {split.left_in_torch()}{cost}")
+    eager = [f"{r.name} ({b.against_eager()})" for r, b in zip(parts.regions, builds or []) if b.slower_than_eager]
+    faster = f"; faster in PyTorch, so run there: {', '.join(eager)}" if eager else ""
+    return (f"TVM runs {len(parts.regions) - len(eager)} regions ({parts.share_in_tvm:.0%} of the operators "
+            f"converted); left in PyTorch: {split.left_in_torch()}{cost}{faster}")
 
 
 class _Replayed(torch.nn.Module):

@@ -23,7 +23,7 @@ from ..target import Target, compile_for, tvm_target
 from .defaults import stored_default
 from .importer import ImportedModel, torch_build
 from .torch_ops import dispatch_to_torch, register
-from .vm import run, vm_seconds
+from .vm import eager_seconds, run, vm_seconds
 
 
 @dataclass
@@ -34,12 +34,24 @@ class BuiltModel:
     fell_back: dict[str, str] = field(default_factory=dict)  # function -> why it keeps its default
     error: float = 0.0  # max error against torch eager, relative to max |torch output|
     build: ImportedModel | None = None
-    # seconds per call of each build timed for the choice ("tvm", "torch ops"), where there were two
+    # seconds per call of torch eager and of each build timed for the choice ("tvm", "torch ops",
+    # "mixed"), on the same inputs; empty where nothing was timed (a GPU target)
     timed: dict[str, float] = field(default_factory=dict)
     refused: str = ""  # why the build that calls torch was not kept, if it failed its check
+    kept: str = "tvm"  # which of `timed`'s builds this is
 
     def __post_init__(self):
         self.build = self.build or self.model
+
+    @property
+    def slower_than_eager(self) -> bool:
+        """Whether torch eager ran faster than this build when both were timed: a region
+        that is runs in PyTorch instead (never slower by surprise)."""
+        return "eager" in self.timed and self.timed["eager"] < self.timed[self.kept]
+
+    def against_eager(self) -> str:
+        """'x ms a call against eager's y ms', for the messages saying which runs."""
+        return f"{self.timed[self.kept] * 1e3:.3f} ms a call against eager's {self.timed['eager'] * 1e3:.3f} ms"
 
     @property
     def torch_ops(self) -> int:
@@ -74,28 +86,42 @@ def best_schedules(model: ImportedModel, target: Target, db: Database) -> dict[s
     return out
 
 
+# times one build or eager: (label, the real timing) -> seconds per call; tests inject theirs
+Timer = Callable[[str, Callable[[], float]], float]
+
+
+def timed_now(label: str, measure: Callable[[], float]) -> float:
+    """The real timing, now."""
+    return measure()
+
+
 def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 1,
-                progress: Callable[[str], None] = lambda _: None) -> BuiltModel:
+                progress: Callable[[str], None] = lambda _: None, timer: Timer = timed_now) -> BuiltModel:
     """Build with the best schedules; check against torch; fall back where a kernel is wrong.
     Where the model also has a build that calls torch (`with_torch_ops`), both are built and
     checked, timed end to end on the same inputs, and the faster is kept; if that is the one
-    calling torch, a few of its operations are tried back in TVM (_back_to_tvm)."""
+    calling torch, a few of its operations are tried back in TVM (_back_to_tvm). On a CPU the
+    kept build is also timed against torch eager on the same inputs (`slower_than_eager`)."""
     built = _build_best(model, target, db, seed)
-    if model.with_torch_ops is None:
+    if target.spec["kind"] != "llvm":  # eager runs on this CPU, not on the target's device
         return built
+    inputs, _ = fresh_case(model, seed + 1)
+    timed = {"eager": timer("eager", lambda: eager_seconds(model.module, inputs, target.threads)),
+             "tvm": timer("tvm", lambda: vm_seconds(built.executable, inputs, target))}
+    if model.with_torch_ops is None:
+        return replace(built, timed=timed)
     try:
         other = _build_best(model.with_torch_ops, target, db, seed)
     except UserError as err:  # torch's operators disagree with the import: the all-TVM build stands
-        built.refused = str(err)
-        return built
-    inputs, _ = fresh_case(model, seed + 1)
-    timed = {"tvm": vm_seconds(built.executable, inputs, target), "torch ops": vm_seconds(other.executable, inputs, target)}
+        return replace(built, timed=timed, refused=str(err))
+    timed["torch ops"] = timer("torch ops", lambda: vm_seconds(other.executable, inputs, target))
     if timed["tvm"] <= timed["torch ops"]:
         return replace(built, timed=timed)
-    chosen, seconds = _back_to_tvm(model, target, db, seed, other, timed["torch ops"], inputs, progress)
+    chosen, seconds = _back_to_tvm(model, target, db, seed, other, timed["torch ops"], inputs, progress, timer)
     if chosen is not other:
         timed["mixed"] = seconds
-    return replace(chosen, model=model, build=chosen.model, timed=timed)
+    return replace(chosen, model=model, build=chosen.model, timed=timed,
+                   kept="mixed" if chosen is not other else "torch ops")
 
 
 MIX_TRIES = 8  # operations tried back in TVM, the smallest first
@@ -103,7 +129,7 @@ MIX_MARGIN = 0.02  # kept there only where the model gets faster by more than th
 
 
 def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, best: BuiltModel, best_s: float,
-                 inputs, progress: Callable[[str], None]) -> tuple[BuiltModel, float]:
+                 inputs, progress: Callable[[str], None], timer: Timer) -> tuple[BuiltModel, float]:
     """Per operation, greedily: the smallest operations the kept build calls torch for (by
     FLOPs: where torch's call and the unfused epilogue cost most relative to the work) are put
     back in TVM one at a time, fused as in the all-TVM build (with its tuned schedules where
@@ -118,7 +144,7 @@ def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, 
             trial = _build_best(candidate, target, db, seed)
         except UserError:  # a kernel of this build fails its check: the operation stays in torch
             continue
-        seconds = vm_seconds(trial.executable, inputs, target)
+        seconds = timer("mixed", lambda: vm_seconds(trial.executable, inputs, target))
         if seconds < best_s * (1 - MIX_MARGIN):
             best, best_s = trial, seconds
     return best, best_s

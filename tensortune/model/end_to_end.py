@@ -7,14 +7,13 @@ one after the other on the same inputs, so their ratios hold even where absolute
 """
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import asdict, dataclass
 
 from ..target import Target
 from .build import BuiltModel, build_checked, fresh_case
 from .importer import ImportedModel
-from .vm import MIN_REPEAT_S, REPEATS, vm_seconds
+from .vm import eager_seconds, vm_seconds
 
 
 @dataclass(frozen=True)
@@ -45,30 +44,6 @@ def measure_end_to_end(built: BuiltModel, target: Target) -> EndToEnd:
     model = built.model
     inputs, _ = fresh_case(model, seed=2)
     default = build_checked(model, target, {}, {}, seed=1)
-    eager = eager_seconds(model, target.threads, inputs)
+    eager = eager_seconds(model.module, inputs, target.threads)
     return EndToEnd(eager, vm_seconds(default.executable, inputs, target), vm_seconds(built.executable, inputs, target),
                     target.threads, time.time())
-
-
-def eager_seconds(model: ImportedModel, threads: int, inputs) -> float:
-    """torch eager's seconds per call of the model's module, with `threads` intra-op threads."""
-    import torch
-
-    tensors = [torch.from_numpy(a) for a in inputs]
-    return torch_seconds(lambda: model.module(*tensors), threads)
-
-
-def torch_seconds(call, threads: int) -> float:
-    """Seconds per call of `call()` (torch code, without autograd) with `threads` intra-op
-    threads: the median of warm repeats."""
-    import torch
-
-    from ..measure.runner import time_on_cpu
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.no_grad():
-            return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
-    finally:
-        torch.set_num_threads(before)

@@ -135,7 +135,8 @@ def torch_build(model: ImportedModel, target_spec: dict, keep: frozenset[int] = 
     if not count:
         return None
     mod = lower_and_fuse(dispatched, target_spec)
-    return ImportedModel(model.name, model.module, model.example_inputs, mod, _kernels(mod), count, model.source, keep)
+    return ImportedModel(model.name, model.module, model.example_inputs, mod, _kernels(mod), count, model.source, keep,
+                         fixed_inputs=model.fixed_inputs)
 
 
 def export(name: str, module, example_inputs: tuple):

@@ -1,13 +1,15 @@
 """PyTorch's own kernels inside a TVM build: the vendor floor of a model.
 
 `dispatch_to_torch` rewrites a Relax module before lowering so that every operation PyTorch
-implements with a vendor library here (2-D convolutions in NCHW/OIHW with symmetric padding:
-oneDNN; matmul and batched matmul: MKL/oneDNN) becomes a call of a packed function that runs
-torch's operator on DLPack views of TVM's tensors and hands torch's output back to TVM, no copy
-either way. What followed the operation (bias, batch norm arithmetic, activation, residual add)
-fuses into TVM kernels of its own, tuned like any other. The functions are registered in the
-process by `register()`; a built model that calls them needs torch and that registration at
-run time (`tensortune.load` does it when model.json says so).
+implements with a vendor library here becomes a call of a packed function that runs torch's
+operator on DLPack views of TVM's tensors and hands torch's output back to TVM, no copy either
+way. A convolution or linear layer with a constant weight becomes one fused oneDNN call
+(model/onednn.py): its weight packed once, its bias and batch norm folded into the weight at
+build, its activation or residual add a post-op (model/epilogue.py finds them). Other 2-D
+convolutions (NCHW/OIHW, symmetric padding) and matmuls (attention's) call torch's plain
+operators; what follows them fuses into TVM kernels of its own, tuned like any other. The
+functions are registered in the process by `register()`; a built model that calls them needs
+torch and that registration at run time (`tensortune.load` does it when model.json says so).
 
 Outputs come back contiguous: torch's CPU allocator aligns to 64 bytes, the alignment TVM's
 kernels assume.
@@ -16,9 +18,15 @@ from __future__ import annotations
 
 import math
 
+import secrets
+
+from . import onednn
+from .epilogue import find_sites
+
 PREFIX = "tensortune.torch."
 CONV2D = PREFIX + "conv2d"
 MATMUL = PREFIX + "matmul"
+FUSED = {name: PREFIX + "onednn." + name for name in ("conv2d", "conv2d_add", "linear", "linear_add")}
 
 
 def register(again: bool = False) -> None:
@@ -35,7 +43,8 @@ def register(again: bool = False) -> None:
     def matmul(a, b):
         return torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b)).contiguous()
 
-    for name, func in ((CONV2D, conv2d), (MATMUL, matmul)):
+    fused = [(FUSED[name], getattr(onednn, name)) for name in FUSED]
+    for name, func in [(CONV2D, conv2d), (MATMUL, matmul), *fused]:
         if again or tvm.get_global_func(name, allow_missing=True) is None:
             tvm.register_global_func(name, func, override=True)
 
@@ -43,21 +52,33 @@ def register(again: bool = False) -> None:
 def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, list[tuple[int, int]]]:
     """The module with each operation torch implements as a call into torch, but those whose
     number is in `keep` (operations are numbered in the order the rewrite meets them, the same
-    every time), and the (number, FLOPs) of each operation that torch could take."""
+    every time), and the (number, FLOPs) of each operation that torch could take. A layer
+    fused with its epilogue is one operation."""
     import tvm
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
     met: list[tuple[int, int]] = []
+    nhwc = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})  # oneDNN's layout: no reorders
+    mod = relax.transform.DeadCodeElimination()(relax.transform.FoldConstant()(nhwc(mod)))
+    sites = {}
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            for site in find_sites(func):
+                sites.update({call: site for call in site.chain})
 
     @mutator
     class ToTorch(PyExprMutator):
         def visit_call_(self, call):
+            site = sites.get(call)
+            if site is not None and not site.last.same_as(call):  # inside a fused layer: dead once it is
+                return super().visit_call_(call)
+            replaced = _fused_call(site, self.visit_expr) if site is not None else None
             call = super().visit_call_(call)
-            replaced = _torch_call(call)
+            replaced = _torch_call(call) if replaced is None else replaced
             if replaced is None:
                 return call
-            met.append((len(met), _flops(call)))
+            met.append((len(met), _flops(site.anchor if site is not None else call)))
             return call if met[-1][0] in keep else replaced
 
     rewriter = ToTorch(mod)
@@ -65,7 +86,34 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
     for gv, func in mod.functions.items():
         if isinstance(func, relax.Function):
             out[gv] = rewriter.visit_expr(func)
-    return out, met
+    return relax.transform.DeadCodeElimination()(out), met
+
+
+def _fused_call(site, visit):
+    """The call of model/onednn.py's function that computes the site's last binding."""
+    from tvm import relax
+    from tvm.ir import StringImm
+
+    ints = relax.prim_value
+    weight, bias = relax.const(site.weight), relax.const(site.bias)
+    number = ints(secrets.randbits(62))  # the site, in this build: its packed weight is kept under it
+    x, ty = visit(site.anchor.args[0]), site.last.ty
+    attr, scalars, algorithm = site.unary
+    if site.kind == "conv2d":
+        a = site.anchor.attrs
+        geometry = [ints(int(v)) for v in (*a.strides, *a.padding[:2], *a.dilation, a.groups)]
+        if site.residual is not None:
+            return relax.call_pure_packed(FUSED["conv2d_add"], x, visit(site.residual), weight, bias, number, *geometry,
+                                          StringImm(attr), ty_args=ty)
+        return relax.call_pure_packed(FUSED["conv2d"], x, weight, bias, number, *geometry, StringImm(attr),
+                                      StringImm(algorithm), *map(relax.prim_value, scalars), ty_args=ty)
+    shape = [ints(d) for d in site.shape]
+    if site.residual is not None:
+        return relax.call_pure_packed(FUSED["linear_add"], x, visit(site.residual), weight, bias, number, *shape,
+                                      ty_args=ty)
+    return relax.call_pure_packed(FUSED["linear"], x, weight, bias, number, StringImm(attr),
+                                  StringImm(algorithm), *map(relax.prim_value, scalars), *shape,
+                                  ints(len(site.shape)), ty_args=ty)
 
 
 def _flops(call) -> int:

@@ -1,4 +1,4 @@
-"""A built model run in TVM's Relax VM: its outputs, and its seconds per call."""
+"""A built model run in TVM's Relax VM: its outputs, and its seconds per call (and torch's, timed alike)."""
 from __future__ import annotations
 
 import statistics
@@ -43,3 +43,25 @@ def vm_seconds(executable, inputs, target: Target) -> float:
     call = run_on(executable, inputs, target.spec["kind"])
     with turn(alone=True):  # as a kernel's timing: while no other tensortune process builds or times
         return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
+
+
+def torch_seconds(call, threads: int) -> float:
+    """Seconds per call of `call()` (torch code, without autograd) with `threads` intra-op
+    threads: the median of warm repeats."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
+    finally:
+        torch.set_num_threads(before)
+
+
+def eager_seconds(module, inputs: list[np.ndarray], threads: int) -> float:
+    """torch eager's seconds per call of `module` on `inputs`, with `threads` intra-op threads."""
+    import torch
+
+    tensors = [torch.from_numpy(a) for a in inputs]
+    return torch_seconds(lambda: module(*tensors), threads)

@@ -129,7 +129,7 @@ def model_json(summary, built, paths, timing=None, in_torch: dict | None = None)
             "estimate_ms": {"default": default * 1e3, "tuned": tuned * 1e3},
             "end_to_end": timing.as_dict() if timing else None, "torch_ops": built.torch_ops,
             "builds_ms": {name: seconds * 1e3 for name, seconds in built.timed.items()},
-            "torch_ops_refused": built.refused or None, "checked_against_torch": built.error, "tasks": model_rows(summary, built),
+            "torch_ops_refused": built.refused or None, "slower_than_eager": built.slower_than_eager, "checked_against_torch": built.error, "tasks": model_rows(summary, built),
             "exported": [str(p) for p in paths], "in_torch": in_torch}
 
 
@@ -159,13 +159,13 @@ def _untimed(summary) -> str:
 
 def _builds_line(built) -> str:
     """Which build was kept: all kernels in TVM, or torch's operators called for some."""
-    if built.refused:
-        return f"kept the all-TVM build: the one calling torch's operators was refused ({built.refused})\n"
+    refused = f"; the build calling torch's operators was refused ({built.refused})" if built.refused else ""
     if not built.timed:
-        return ""
+        return refused.removeprefix("; ") + ("\n" if refused else "")
     kept = f"calling torch for {built.torch_ops} operations" if built.torch_ops else "all in TVM"
+    slower = "; SLOWER than torch eager: PyTorch runs it faster as it is" if built.slower_than_eager else ""
     return ("kept the build " + kept + " (end to end: " + ", ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds
-                                                                   in built.timed.items()) + ")\n")
+                                                                   in built.timed.items()) + f"){slower}{refused}\n")
 
 
 def end_to_end_line(timing: dict) -> str:
