@@ -384,6 +384,9 @@ class LinearBlock(torch.nn.Module):
 
 @pytest.mark.parametrize("module,inputs,calls", [
     (lambda: zoo._Basic(8, 16, 2), (1, 8, 12, 12), {"conv2d": 2, "conv2d_add": 1}),  # projection: 3 convolutions
+    # ReLU6, depthwise; a stem first, as in a network: its NHWC output is what the block adds back
+    (lambda: torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1), zoo._Inverted(8, 8, 1, 2)), (1, 8, 12, 12),
+     {"conv2d": 3, "conv2d_add": 1}),
     (LinearBlock, (1, 6, 16), {"linear": 1, "linear_add": 1}),
 ])
 def test_layers_with_their_epilogue_become_one_packed_onednn_call(module, inputs, calls):
@@ -399,7 +402,7 @@ def test_layers_with_their_epilogue_become_one_packed_onednn_call(module, inputs
     source = str(model.with_torch_ops.mod["main"])
     assert {name: source.count(f'"{FUSED[name]}"') for name in calls} == calls
     kernels = " ".join(k.name for k in model.with_torch_ops.kernels)
-    assert not any(op in kernels for op in ("conv2d", "matmul", "gelu", "relu", "divide", "add"))
+    assert not any(op in kernels for op in ("conv2d", "matmul", "gelu", "relu", "clip", "maximum", "divide", "add"))
     register()
     built = build_checked(model.with_torch_ops, target, {}, {}, seed=1)
     assert built.error <= tolerance("float32")

@@ -7,8 +7,8 @@ bindings removed): from each `conv2d(x, W)` (NHWC/OHWI, symmetric padding) or `m
 - an affine part: additions, subtractions, multiplications and divisions by constants that
   vary only along the output channel (a bias, and batch norm as inference decomposes it); it
   is folded into the weight and the bias here, once, at build;
-- then one activation oneDNN applies as a post-op (relu, gelu, silu, sigmoid, tanh, clip),
-  or a residual add of another tensor of the output's shape (then relu, for a convolution).
+- then one activation oneDNN applies as a post-op (relu, gelu, silu, sigmoid, tanh, and clip
+  as model/torch_ops.py writes it, maximum then minimum by scalars: hardtanh), or a residual add of another tensor of the output's shape (then relu, for a convolution).
 
 A linear layer's chain may pass through reshapes (a 3-D activation flattened around the
 matmul); the site records the shape its last binding has. What is found is data (`Site`);
@@ -22,8 +22,8 @@ import numpy as np
 
 # Relax operator -> oneDNN unary post-op (attr, algorithm)
 UNARY = {"relax.nn.relu": ("relu", ""), "relax.nn.gelu": ("gelu", "none"), "relax.nn.gelu_tanh": ("gelu", "tanh"),
-         "relax.nn.silu": ("swish", ""), "relax.sigmoid": ("sigmoid", ""), "relax.tanh": ("tanh", ""),
-         "relax.clip": ("hardtanh", "")}
+         "relax.nn.silu": ("swish", ""), "relax.sigmoid": ("sigmoid", ""), "relax.tanh": ("tanh", "")}
+LARGEST = float(np.finfo(np.float32).max)
 AFFINE = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide")
 
 
@@ -102,6 +102,12 @@ def _follow(site: Site, var, uses: dict, users: dict) -> None:
         elif stage in ("affine", "residual") and name in UNARY and (stage == "affine" or name == "relax.nn.relu"):
             site.unary = _unary(call, name)
             stage = "done"
+        elif stage == "affine" and name == "relax.maximum" and _scalar(call, var) is not None:
+            site.unary = ("hardtanh", [_scalar(call, var), LARGEST], "")
+            stage = "clip"
+        elif stage == "clip" and name == "relax.minimum" and _scalar(call, var) is not None:
+            site.unary = ("hardtanh", [site.unary[1][0], _scalar(call, var)], "")
+            stage = "done"
         elif stage == "affine" and name == "relax.add" and _residual(site, call, var):
             stage = "residual" if site.kind == "conv2d" else "done"
         else:
@@ -177,8 +183,15 @@ def _residual(site: Site, call, var) -> bool:
 
 def _unary(call, name: str) -> tuple[str, list[float], str]:
     attr, algorithm = UNARY[name]
-    scalars = [float(call.args[1].value), float(call.args[2].value)] if name == "relax.clip" else []
-    return attr, scalars, algorithm
+    return attr, [], algorithm
+
+
+def _scalar(call, var) -> float | None:
+    """The other operand of `var op other`, where it is a scalar constant."""
+    from tvm.ir.expr import Constant
+
+    other = call.args[1] if call.args[0].same_as(var) else call.args[0]
+    return float(_array(other)) if isinstance(other, Constant) and _array(other).size == 1 else None
 
 
 def _uses(bindings) -> dict:

@@ -60,7 +60,7 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
 
     met: list[tuple[int, int]] = []
     nhwc = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})  # oneDNN's layout: no reorders
-    mod = relax.transform.DeadCodeElimination()(relax.transform.FoldConstant()(nhwc(mod)))
+    mod = relax.transform.DeadCodeElimination()(relax.transform.FoldConstant()(nhwc(_clip_as_max_min(mod))))
     sites = {}
     for func in mod.functions.values():
         if isinstance(func, relax.Function):
@@ -81,12 +81,38 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
             met.append((len(met), _flops(site.anchor if site is not None else call)))
             return call if met[-1][0] in keep else replaced
 
-    rewriter = ToTorch(mod)
+    return relax.transform.DeadCodeElimination()(_each_function(mod, ToTorch(mod))), met
+
+
+def _clip_as_max_min(mod):
+    """clip(x, lo, hi) as minimum(maximum(x, lo), hi): ConvertLayout has no layout rule for clip
+    (ReLU6 would go back to NCHW and forth around it), and has one for these."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class ClipAsMaxMin(PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.clip"):
+                return call
+            dtype = call.ty.dtype
+            low, high = (relax.const(float(bound.value), dtype) for bound in call.args[1:])
+            return relax.op.minimum(relax.op.maximum(call.args[0], low), high)
+
+    return _each_function(mod, ClipAsMaxMin(mod))
+
+
+def _each_function(mod, rewriter):
+    import tvm
+    from tvm import relax
+
     out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gv, func in mod.functions.items():
         if isinstance(func, relax.Function):
             out[gv] = rewriter.visit_expr(func)
-    return relax.transform.DeadCodeElimination()(out), met
+    return out
 
 
 def _fused_call(site, visit):

@@ -200,8 +200,24 @@ def resnet50():
 
 
 def mobilenet_v2():
-    """MobileNetV2, 224x224 RGB."""
-    return _seeded(MobileNetV2), (torch.randn(1, 3, 224, 224),)
+    """MobileNetV2, 224x224 RGB, its batch norm statistics taken from a calibration batch (with
+    default statistics and random weights its activations fade to 1e-7 by the last layer, and
+    any kernel would match eager)."""
+    model = _seeded(MobileNetV2)
+    _calibrate(model, torch.randn(4, 3, 224, 224))
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+def _calibrate(model: nn.Module, batch: torch.Tensor) -> None:
+    """Batch norm's running statistics set to those of `batch` (layer by layer, in one pass):
+    each layer then normalises what reaches it, as in a trained model."""
+    for layer in model.modules():
+        if isinstance(layer, nn.BatchNorm2d):
+            layer.reset_running_stats()
+            layer.momentum = None  # a cumulative average: after one batch, that batch's statistics
+    with torch.no_grad():
+        model.train()(batch)
+    model.eval()
 
 
 def bert_layer():
@@ -245,15 +261,50 @@ def hf_gpt2_tiny(layers: int = 2):
     width 64, 2 heads, vocabulary 512; eager attention; random weights, nothing downloaded),
     32 tokens.
     TVM's torch frontend does not convert all of it (one of its concatenations)."""
+    transformers = _transformers("hf_gpt2_tiny")
+    config = transformers.GPT2Config(n_layer=layers, n_embd=64, n_head=2, vocab_size=512, n_positions=64, attn_implementation="eager")
+    return _seeded(lambda: _LogitsOnly(transformers.GPT2LMHeadModel(config))), (torch.randint(0, 512, (1, 32)),)
+
+
+class _Features(nn.Module):
+    """A Hugging Face model called as plain torch: a tensor in, its last hidden state out."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x).last_hidden_state
+
+
+def hf_resnet50():
+    """ResNet-50 from Hugging Face `transformers` (ResNetModel from its default config: random
+    weights, nothing downloaded; batch norm calibrated as mobilenet_v2's), 224x224 RGB."""
+    transformers = _transformers("hf_resnet50")
+    model = _seeded(lambda: _Features(transformers.ResNetModel(transformers.ResNetConfig())))
+    _calibrate(model, torch.randn(4, 3, 224, 224))
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+def hf_bert_mini():
+    """A BERT-mini encoder from Hugging Face `transformers` (4 layers, width 256, 4 heads, from
+    its config: random weights, nothing downloaded; eager attention), 128 tokens."""
+    transformers = _transformers("hf_bert_mini")
+    config = transformers.BertConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4,
+                                     intermediate_size=1024, vocab_size=8192, attn_implementation="eager")
+    return _seeded(lambda: _Features(transformers.BertModel(config, add_pooling_layer=False))), \
+        (torch.randint(0, 8192, (1, 128)),)
+
+
+def _transformers(name: str):
     from ..errors import UserError
 
     try:
-        from transformers import GPT2Config, GPT2LMHeadModel
+        import transformers
     except ImportError:
-        raise UserError("hf_gpt2_tiny needs transformers: pip install -e '.[test]'") from None
-    config = GPT2Config(n_layer=layers, n_embd=64, n_head=2, vocab_size=512, n_positions=64, attn_implementation="eager")
-    return _seeded(lambda: _LogitsOnly(GPT2LMHeadModel(config))), (torch.randint(0, 512, (1, 32)),)
+        raise UserError(f"{name} needs transformers: pip install -e '.[test]'") from None
+    return transformers
 
 
 ZOO = {f.__name__: f for f in (resnet18, resnet50, mobilenet_v2, bert_layer, gpt_block, vit_block, conv_block,
-                               tiny_transformer, hf_gpt2_tiny)}
+                               tiny_transformer, hf_gpt2_tiny, hf_resnet50, hf_bert_mini)}
