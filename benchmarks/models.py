@@ -1,13 +1,16 @@
-"""End to end on whole models, in one sitting: torch eager, torch.compile (inductor), TVM
-untuned, MetaSchedule (its Relax integration) and tensortune with the same total trials, and
-tensortune through torch.compile (its backend, from the same records).
+"""End to end on whole models, in one sitting: torch eager, torch.compile with inductor (its
+default, with freezing: the CPU inference configuration PyTorch's own CPU CI runs, and
+max-autotune with freezing), TVM untuned, MetaSchedule (its Relax integration) and tensortune
+with the same total trials, and tensortune through torch.compile (its backend, on an empty
+database and from the records just tuned).
 
 A model TVM takes only in part (hf_gpt2_tiny) is tuned as tune-model tunes it (its TVM regions,
 the rest in PyTorch: deploy/split_model.py); MetaSchedule cannot take it.
 
 Run alone on the machine (any other process distorts timings):
     .venv/bin/python benchmarks/models.py [--models resnet18 bert_layer] [--trials-per-task 32]
-        [--no-metaschedule] [--out benchmarks/results/models.txt]
+        [--torch-modes eager inductor freezing max_autotune] [--no-metaschedule]
+        [--out benchmarks/results/models.txt]
 
 Every variant runs with the same thread count: TVM's pool through TVM_NUM_THREADS (set before
 TVM starts), torch through set_num_threads, each torch mode in a child process of its own (no
@@ -33,7 +36,9 @@ THREADS = len(os.sched_getaffinity(0))
 os.environ["TVM_NUM_THREADS"] = str(THREADS)
 
 
-MODES = {"eager": None, "inductor": "default", "max_autotune": "max-autotune"}  # column -> torch.compile mode
+# column -> (torch.compile mode, inductor's freezing: weights constant, packed, epilogues fused)
+MODES = {"eager": (None, False), "inductor": ("default", False), "freezing": ("default", True),
+         "max_autotune": ("max-autotune", True)}
 MODE_TIMEOUT_S = 300  # max-autotune benchmarks its templates while compiling: it may take long here
 
 
@@ -47,9 +52,11 @@ def torch_latency(name: str, column: str) -> dict:
 
     torch.set_num_threads(THREADS)
     module, inputs = zoo.ZOO[name]()
+    mode, freezing = MODES[column]
+    torch._inductor.config.freezing = freezing
     with torch.no_grad():
         try:
-            call = module if MODES[column] is None else torch.compile(module, mode=MODES[column])
+            call = module if mode is None else torch.compile(module, mode=mode)
             start = time.perf_counter()
             call(*inputs)
             compile_s = time.perf_counter() - start
@@ -59,10 +66,10 @@ def torch_latency(name: str, column: str) -> dict:
             return {f"{column}_error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
 
 
-def torch_latencies(name: str) -> dict:
-    """Every torch column, each in a child process of its own (see the module's docstring)."""
+def torch_latencies(name: str, columns: list[str]) -> dict:
+    """These torch columns, each in a child process of its own (see the module's docstring)."""
     out = {}
-    for column in MODES:
+    for column in columns:
         try:
             child = subprocess.run([sys.executable, __file__, "--torch-child", name, column], capture_output=True,
                                    text=True, timeout=MODE_TIMEOUT_S)
@@ -108,12 +115,15 @@ def bench(name: str, args) -> dict:
     from tensortune.model.build import build_checked, fresh_case
     from tensortune.model.end_to_end import vm_seconds
     from tensortune.model import tune_model, zoo
+    from tensortune.model.torch_ops import vendor_calls
     from tensortune.target import make_target
     from tensortune.tuning.tuner import TuneConfig
 
     target = make_target("cpu", THREADS)
-    row = {"model": name, "torch": torch_latencies(name)}
+    row = {"model": name, "torch": torch_latencies(name, args.torch_modes)}
     module, inputs = zoo.ZOO[name]()
+    with tempfile.TemporaryDirectory() as empty:  # nothing tuned: what a first try gets
+        row["backend_empty"] = via_torch_compile(name, target, f"{empty}/empty.db")
     split = None
     try:
         model = import_model(name, module, inputs, target.spec, torch_ops=True)
@@ -148,6 +158,7 @@ def bench(name: str, args) -> dict:
             row["torch_ops_possible"] = model.with_torch_ops.torch_ops if model.with_torch_ops else 0
             row["builds"] = built.timed  # each build's end-to-end seconds when the faster was chosen
             row["torch_share"] = 0.0
+            row["calls"] = vendor_calls(built.build.mod)  # what the kept build runs where
         else:
             _, builds = build_split(split, target, db)
             row["ours_wall_s"] = time.perf_counter() - start
@@ -156,6 +167,7 @@ def bench(name: str, args) -> dict:
             row["ours_error"], row["torch_ops"], row["torch_ops_possible"], row["builds"] = max(
                 b.error for b in builds), 0, 0, {}
             row["in_torch"] = split.parts.in_torch
+            row["calls"] = {kind: sum(vendor_calls(b.build.mod)[kind] for b in builds) for kind in ("onednn", "torch", "tvm")}
         row["via_torch_compile"] = via_torch_compile(name, target, f"{tmp}/bench.db")
         if args.metaschedule and split is None:
             executable, row["ms_wall_s"] = metaschedule(model, target, row["trials"], f"{tmp}/ms")
@@ -178,36 +190,44 @@ def via_torch_compile(name: str, target, db: str) -> float:
     return torch_seconds(lambda: fast(*inputs), target.threads)
 
 
-def table(rows: list[dict], args) -> str:
+def table(rows: list[dict], args, head: list[str]) -> str:
     def ms(x):
         return f"{x * 1e3:9.3f}" if isinstance(x, float) else f"{'-':>9}"
 
     def ratio(a, b):
         return f"{a / b:7.2f}x" if isinstance(a, float) and isinstance(b, float) else f"{'-':>8}"
 
-    lines = [*header(THREADS), f"budget: {args.trials_per_task} trials per tunable kernel for tensortune and MetaSchedule; space {args.space}",
-             "latency ms (median, warm); ratios: how many times faster ours is than the column; torch ops: operations "
-             "the kept build calls torch for / those it could (convolutions, matmuls); every activation in NCHW, "
-             "no Winograd (not built yet); compile: ours via torch.compile(backend=tensortune.backend(db)) from the "
-             "same records; in torch: share of the captured graph's eager time left in PyTorch", "",
-             f"{'model':13}{'eager':>9}{'inductor':>9}{'max-auto':>9}{'untuned':>9}{'MS':>9}{'ours':>9}"
-             f"{'/eager':>8}{'/induct':>8}{'/maxaut':>8}{'/untuned':>8}{'/MS':>8}{'ours s':>8}{'MS s':>8}{'MS s/ours s':>12}"
-             f"{'kernels':>8}{'trials':>7}{'torch ops':>10}{'compile':>9}{'/eager':>8}{'in torch':>9}"]
+    anchors = [c for c in args.torch_modes if c != "eager"]
+    lines = [*head, f"budget: {args.trials_per_task} trials per tunable kernel for tensortune and MetaSchedule; space {args.space}",
+             "latency ms (median, warm); ratios: how many times faster ours is than the column (above 1: ours faster); "
+             "inductor: torch.compile default; freezing: inductor with torch._inductor.config.freezing = True (CPU "
+             "inference); max_autotune: max-autotune with freezing; untuned: TVM's default schedules, no torch calls; "
+             "MS: MetaSchedule's tune_relax (no weight prepack); empty: ours via torch.compile(backend) on an empty "
+             "database; compiled: ours via torch.compile(backend) from the records just tuned; calls: what the kept "
+             "build calls, fused packed oneDNN layers / torch's plain operators / TVM kernels (every TVM kernel on "
+             "TVM's own thread pool, torch's on its OpenMP pool); in torch: share of eager time left in PyTorch", "",
+             f"{'model':14}{'eager':>9}" + "".join(f"{c[:9]:>9}" for c in anchors)
+             + f"{'untuned':>9}{'MS':>9}{'ours':>9}{'/eager':>8}" + "".join(f"{'/' + c[:7]:>8}" for c in anchors)
+             + f"{'/untuned':>8}{'/MS':>8}{'empty':>9}{'/eager':>8}{'compiled':>9}{'/ours':>8}"
+             f"{'ours s':>8}{'trials':>7}{'calls':>12}{'in torch':>9}"]
     for r in rows:
         t = r["torch"]
-        lines.append(f"{r['model']:13}{ms(t.get('eager'))}{ms(t.get('inductor'))}{ms(t.get('max_autotune'))}"
-                     f"{ms(r['tvm_untuned'])}{ms(r.get('metaschedule'))}{ms(r['ours'])}{ratio(t.get('eager'), r['ours'])}"
-                     f"{ratio(t.get('inductor'), r['ours'])}{ratio(t.get('max_autotune'), r['ours'])}"
-                     f"{ratio(r['tvm_untuned'], r['ours'])}"
-                     f"{ratio(r.get('metaschedule'), r['ours'])}{r['ours_wall_s']:8.0f}"
-                     f"{r.get('ms_wall_s', float('nan')):8.0f}{ratio(r.get('ms_wall_s'), r['ours_wall_s']):>12}"
-                     f"{r['kernels']:8d}{r['trials']:7d}{r['torch_ops']:>5d}/{r['torch_ops_possible']:<4d}"
-                     f"{ms(r['via_torch_compile'])}{ratio(t.get('eager'), r['via_torch_compile'])}{r['torch_share']:9.0%}")
-        for column in ("inductor", "max_autotune"):
+        calls = r.get("calls", {})
+        lines.append(f"{r['model']:14}{ms(t.get('eager'))}" + "".join(ms(t.get(c)) for c in anchors)
+                     + f"{ms(r['tvm_untuned'])}{ms(r.get('metaschedule'))}{ms(r['ours'])}{ratio(t.get('eager'), r['ours'])}"
+                     + "".join(ratio(t.get(c), r["ours"]) for c in anchors)
+                     + f"{ratio(r['tvm_untuned'], r['ours'])}{ratio(r.get('metaschedule'), r['ours'])}"
+                     f"{ms(r['backend_empty'])}{ratio(t.get('eager'), r['backend_empty'])}"
+                     f"{ms(r['via_torch_compile'])}{ratio(r['ours'], r['via_torch_compile'])}"
+                     f"{r['ours_wall_s']:8.0f}{r['trials']:7d}"
+                     f"{calls.get('onednn', 0):>5d}/{calls.get('torch', 0)}/{calls.get('tvm', 0):<4d}{r['torch_share']:9.0%}")
+        for column in anchors:
             if f"{column}_error" in t:
                 lines.append(f"  {column} failed: {t[f'{column}_error']}")
         lines.append(f"  ours matches torch eager within {r['ours_error']:.1e} (relative); builds timed for the choice: "
                      + (", ".join(f"{b} {seconds * 1e3:.3f} ms" for b, seconds in r["builds"].items()) or "-"))
+        if "ms_wall_s" in r:
+            lines.append(f"  MetaSchedule tuned for {r['ms_wall_s']:.0f} s, ours {r['ours_wall_s']:.0f} s")
         if "in_torch" in r:
             lines.append(f"  TVM takes it in part; left in PyTorch: {r['in_torch']} (ours: the split model, MS cannot take it)")
     return "\n".join(lines)
@@ -220,14 +240,19 @@ def main() -> None:
     parser.add_argument("--space", default="sketch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-metaschedule", dest="metaschedule", action="store_false")
+    parser.add_argument("--torch-modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--torch-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_child:
         print(json.dumps(torch_latency(*args.torch_child)))
         return
-    rows = [bench(name, args) for name in args.models]
-    text = table(rows, args)
+    head = header(THREADS)  # now, before anything is written: the revision measured
+    rows = []
+    for name in args.models:
+        rows.append(bench(name, args))
+        print(table(rows[-1:], args, []), flush=True)
+    text = table(rows, args, head)
     print(text)
     if args.out:
         with open(args.out, "w") as f:

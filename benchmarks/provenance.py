@@ -16,10 +16,12 @@ def revision() -> str:
 
 
 def header(threads: int) -> list[str]:
-    """Two lines: the command as run with its revision; the date, machine and threads."""
-    from tensortune.target import cpu_model
+    """Two lines: the command as run with its revision; the date, machine (its vector extensions)
+    and threads. Call it when the run starts: the revision is then the code that measured."""
+    from tensortune.target import cpu_model, cpuinfo
 
     script = os.path.basename(sys.argv[0])
+    vectors = " ".join(f for f in cpuinfo("flags").split() if f.startswith(("avx512f", "avx512_bf16", "amx", "avx2")))
     return [f"{script}: {' '.join(sys.argv[1:])} (code {revision()})",
-            f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {cpu_model()} "
+            f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {cpu_model()} [{vectors or 'no AVX2'}] "
             f"({threads} threads for every variant), python {platform.python_version()}"]

@@ -84,6 +84,17 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
     return relax.transform.DeadCodeElimination()(_each_function(mod, ToTorch(mod))), met
 
 
+def vendor_calls(mod) -> dict[str, int]:
+    """What a lowered build's main function runs where: calls of fused oneDNN layers
+    ("onednn"), of torch's plain operators ("torch"), and of TVM kernels ("tvm")."""
+    import re
+
+    text = mod["main"].script()
+    fused = sum(text.count(f'"{name}"') for name in FUSED.values())
+    plain = text.count(f'"{CONV2D}"') + text.count(f'"{MATMUL}"')
+    return {"onednn": fused, "torch": plain, "tvm": len(re.findall(r"R\.call_tir\(", text))}
+
+
 def _clip_as_max_min(mod):
     """clip(x, lo, hi) as minimum(maximum(x, lo), hi): ConvertLayout has no layout rule for clip
     (ReLU6 would go back to NCHW and forth around it), and has one for these."""
