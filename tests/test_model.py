@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -411,3 +412,34 @@ def test_layers_with_their_epilogue_become_one_packed_onednn_call(module, inputs
     run(built.executable, case)
     assert len(packed) >= sum(calls.values())
     assert all(onednn._packed[site] is weight for site, weight in packed.items())  # reused, not packed again
+
+
+def test_tvm_kernels_run_on_torchs_openmp_threads_once_registered(tmp_path):
+    """In a fresh process (the registration holds for modules loaded after it): a parallel TVM
+    kernel computes the right thing and starts no thread of TVM's pool next to torch's."""
+    script = textwrap.dedent("""
+        import os, numpy as np, torch, tvm
+        from tvm import te
+        from tensortune.model.one_pool import use_torch_pool
+        assert use_torch_pool() == "", use_torch_pool()
+        torch.set_num_threads(2)
+        torch.randn(256, 256) @ torch.randn(256, 256)  # torch's OpenMP pool started
+        threads = len(os.listdir("/proc/self/task"))
+        a = te.placeholder((4096,), name="a")
+        b = te.compute((4096,), lambda i: a[i] * 2.0, name="b")
+        sch = tvm.s_tir.Schedule(te.create_prim_func([a, b]))
+        outer, _ = sch.split(sch.get_loops(sch.get_sblock("b"))[0], [None, 64])
+        sch.parallel(outer)
+        kernel = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "llvm", "num-cores": 2}))
+        x = np.arange(4096, dtype="float32")
+        y = tvm.runtime.tensor(np.zeros(4096, "float32"))
+        for _ in range(3):
+            kernel(tvm.runtime.tensor(x), y)
+        assert np.array_equal(y.numpy(), x * 2)
+        print(threads, len(os.listdir("/proc/self/task")))
+    """)
+    env = {**os.environ, "TVM_NUM_THREADS": "2", "XDG_CACHE_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = map(int, done.stdout.split())
+    assert after == before  # TVM's pool would have added its worker

@@ -75,9 +75,10 @@ class Backend:
             _warn("a graph that autograd records runs in PyTorch: TVM's kernels have no gradients; "
                   "call the compiled model under torch.no_grad() or torch.inference_mode()")
             return gm.forward
-        # dynamo passes the module's parameters as inputs: they are frozen into the graph (as
-        # Torch-TensorRT does), so TVM folds what depends on them alone once, at build
-        weights = {i: x for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter)}
+        # dynamo passes the module's parameters and buffers as inputs: they are frozen into the
+        # graph (as Torch-TensorRT does), so TVM folds what depends on them alone once, at build
+        # (a batch norm's statistics into the convolution's weight)
+        weights = _frozen(gm, example_inputs)
         inputs = tuple(x for i, x in enumerate(example_inputs) if i not in weights)
         try:
             target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
@@ -99,6 +100,22 @@ class Backend:
             return parts.graph
         graph = parts.graph
         return lambda *args: graph(*[x for i, x in enumerate(args) if i not in weights])
+
+
+def _frozen(gm, example_inputs) -> dict:
+    """The inputs that are the module's parameters, or buffers the graph does not write (a
+    batch norm's running statistics), by position."""
+    import torch
+
+    places = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    frozen = {}
+    for i, (node, x) in enumerate(zip(places, example_inputs)):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        buffer = source is not None and "._buffers[" in (source.name() if callable(source.name) else source.name)
+        written = any(str(getattr(user.target, "__name__", user.target)).endswith("_") for user in node.users)
+        if isinstance(x, torch.nn.Parameter) or (buffer and not written):
+            frozen[i] = x
+    return frozen
 
 
 def backend(**options) -> Backend:

@@ -5,9 +5,11 @@ implements with a vendor library here becomes a call of a packed function that r
 operator on DLPack views of TVM's tensors and hands torch's output back to TVM, no copy either
 way. A convolution or linear layer with a constant weight becomes one fused oneDNN call
 (model/onednn.py): its weight packed once, its bias and batch norm folded into the weight at
-build, its activation or residual add a post-op (model/epilogue.py finds them). Other 2-D
-convolutions (NCHW/OIHW, symmetric padding) and matmuls (attention's) call torch's plain
-operators; what follows them fuses into TVM kernels of its own, tuned like any other. The
+build, its activation or residual add a post-op (model/epilogue.py finds them); convolutions
+are made NHWC first, oneDNN's layout. Matmuls of two activations (attention's) call torch's
+plain matmul; what follows them fuses into TVM kernels of its own, tuned like any other
+(`conv2d`, the plain convolution, stays registered for models exported before the fused
+calls). The
 functions are registered in the process by `register()`; a built model that calls them needs
 torch and that registration at run time (`tensortune.load` does it when model.json says so).
 
@@ -35,6 +37,7 @@ def register(again: bool = False) -> None:
     import torch
     import tvm
 
+    # models exported before the fused calls call it
     def conv2d(x, w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups):
         out = torch.nn.functional.conv2d(torch.from_dlpack(x), torch.from_dlpack(w), None, (stride_h, stride_w),
                                          (pad_h, pad_w), (dilation_h, dilation_w), groups)
@@ -162,7 +165,8 @@ def _flops(call) -> int:
 
 
 def _torch_call(call):
-    """The torch call that computes `call`, or None where torch's operator is not the same."""
+    """The torch call that computes `call` (a float32 matmul: attention's, whose operands are
+    both activations), or None where torch's operator is not the same."""
     import tvm
     from tvm import relax
 
@@ -170,14 +174,6 @@ def _torch_call(call):
         return None
     if call.op.name == "relax.matmul" and all(_float32(a) for a in call.args):
         return relax.call_pure_packed(MATMUL, call.args[0], call.args[1], ty_args=call.ty)
-    if call.op.name == "relax.nn.conv2d":
-        a = call.attrs
-        top, left, bottom, right = (int(p) for p in a.padding)
-        if (top, left) != (bottom, right) or (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "OIHW", "NCHW"):
-            return None
-        ints = [*map(int, a.strides), top, left, *map(int, a.dilation), int(a.groups)]
-        return relax.call_pure_packed(CONV2D, call.args[0], call.args[1], *map(relax.prim_value, ints),
-                                      ty_args=call.ty)
     return None
 
 
