@@ -249,14 +249,13 @@ def main() -> None:
         return
     head = header(THREADS)  # now, before anything is written: the revision measured
     rows = []
-    for name in args.models:
+    for name in args.models:  # the file is rewritten after each model: a stopped run keeps what it measured
         rows.append(bench(name, args))
         print(table(rows[-1:], args, []), flush=True)
-    text = table(rows, args, head)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n\n" + json.dumps(rows, indent=1, default=str) + "\n")
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(table(rows, args, head) + "\n\n" + json.dumps(rows, indent=1, default=str) + "\n")
+    print(table(rows, args, head))
 
 
 if __name__ == "__main__":
