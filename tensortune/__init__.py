@@ -2,7 +2,7 @@
 
 The public API (imported lazily: `import tensortune` does not load TVM):
 
-- `get_workload(name, shape)`, `workload(...)`: operators (see README, "Your own operator").
+- `get_workload(name, shape)`, `workload(...)`: operators (see docs/own-operator.md).
 - `tune(workload, target, db, TuneConfig, MeasureConfig)`: tune one operator (`TuneConfig(objectives=
   ("latency", "build_s"))`: the summary's `front` is its Pareto front); `tune_shapes(workloads, ...)`:
   one operator at several shapes, the one schedule and a dispatch table.

@@ -37,7 +37,7 @@ ARCH = typer.Option("sm_90", "--arch", help="GPU architecture for --target cuda 
 THREADS = typer.Option(None, "--threads", help="threads per kernel (default: the cores this process may use)")
 MCPU = typer.Option(None, "--mcpu", help="LLVM CPU name (default: this machine's, e.g. znver4)")
 CLUSTER = typer.Option(None, "--cluster", help="a Ray cluster's address (auto: the one this machine is in): builds "
-                       "and timings on its nodes (README, 'Scale out on Ray'); without it, nothing of Ray is used")
+                       "and timings on its nodes (docs/ray.md); without it, nothing of Ray is used")
 # the lists in the help come from the registries (search/__init__.py, space/__init__.py)
 ASK_TELL = " | ".join(STRATEGIES)
 OPTION = typer.Option(None, "--option", help="a strategy's option, KEY=VALUE (repeatable; 'tensortune strategies' "
@@ -79,7 +79,7 @@ def tune(workload: str = typer.Argument(..., help="preset (gemm-1024), family (g
          cluster: Optional[str] = CLUSTER,
          shapes: Optional[str] = typer.Option(None, "--shapes", help="several shapes of a FAMILY, e.g. "
                                               "'M=1,8,64,512;N=768;K=768': each tuned (--trials each), then one schedule "
-                                              "for all and a dispatch table (README, 'Several shapes')"),
+                                              "for all and a dispatch table (docs/shapes.md)"),
          table: int = typer.Option(2, "--table", min=1, help="with --shapes: schedules in the dispatch table"),
          out_dir: Optional[str] = typer.Option(None, "--out", help="with --shapes: a folder for the dispatch table's "
                                                "kernels (tensortune.load(folder) calls the right one by shape)"),
@@ -312,7 +312,7 @@ def mcp(db: str = DB, target: str = TARGET, threads: Optional[int] = THREADS, mc
         arch: str = ARCH, cluster: Optional[str] = CLUSTER,
         trials: int = typer.Option(256, "--trials", min=1, help="measurements the session may make, all tasks together"),
         seconds: float = typer.Option(3600.0, "--seconds", min=1, help="wall time the session may measure for")) -> None:
-    """Serve the tuning loop to an agent: a Model Context Protocol server on stdin/stdout (see README, "Agents")."""
+    """Serve the tuning loop to an agent: a Model Context Protocol server on stdin/stdout (see docs/agents.md)."""
     from .measure.config import MeasureConfig
     from .agents.mcp_server import serve
     from .target import check_runnable

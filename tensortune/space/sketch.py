@@ -36,7 +36,7 @@ LOCATION_SAMPLES = 16
 # the sketch (a new sketch comes from sampling or crossover, as in MetaSchedule's population).
 MUTATION_WEIGHTS = {"PerfectTile": 0.9, "ComputeLocation": 0.05, "Categorical": 0.05}
 # the tensor-core rule says so for every bfloat16 block of every design space drawn (16 to
-# 32 lines per space): said once in the README instead
+# 32 lines per space): said once in docs/using.md instead
 BFLOAT16_ALIGN_WARNING = "StorageAlign is not applied for data type bfloat16"
 
 

@@ -124,7 +124,7 @@ def workload(name: str, params: tuple[str, ...], flops: Callable[..., int],
              reference: Callable[..., np.ndarray] | None = None,
              hand: dict[str, Callable[..., dict]] | None = None,
              torch: Callable[..., object] | None = None) -> Callable:
-    """Register a TE compute function as an operator family (see README, "Your own operator")."""
+    """Register a TE compute function as an operator family (see docs/own-operator.md)."""
 
     def register(compute: Callable[..., list]) -> Callable[..., list]:
         FAMILIES[name] = Family(name, params, compute, reference, flops, dict(hand or {}), torch,
