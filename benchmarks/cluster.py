@@ -21,7 +21,7 @@ import os
 import statistics
 import time
 
-from provenance import header
+from provenance import header, publish
 
 THREADS = len(os.sched_getaffinity(0))
 
@@ -90,11 +90,7 @@ def main() -> None:
                      f"{row['trials_per_min']:11.0f}{row['build_s']:9.3f}{row['run_s']:8.3f}{row['device_busy']:11.0%}"
                      f"{row['trials_per_min'] / rows[0]['trials_per_min']:8.2f}x")
     lines += ["", *model_lines(rows[-1])]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    publish("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 
-from provenance import header
+from provenance import header, publish
 
 THREADS = len(os.sched_getaffinity(0))
 
@@ -73,11 +73,7 @@ def main() -> None:
         cells = [ratios[(name, pool)] for pool in ("tvm", "torch")]
         lines.append(f"{name:12}" + "".join(f"{statistics.median(c):8.2f}x [{min(c):.2f}-{max(c):.2f}]".rjust(22)
                                             for c in cells))
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    publish("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -25,3 +25,11 @@ def header(threads: int) -> list[str]:
     return [f"{script}: {' '.join(sys.argv[1:])} (code {revision()})",
             f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {cpu_model()} [{vectors or 'no AVX2'}] "
             f"({threads} threads for every variant), python {platform.python_version()}"]
+
+
+def publish(text: str, out: str | None) -> None:
+    """Print a results table, and write it to `out` too where one is given."""
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")

@@ -56,7 +56,7 @@ def find_sites(func) -> list[Site]:
     for binding in bindings:
         site = _anchor(binding.value)
         if site is not None:
-            _follow(site, binding.var, uses, {v: b for v, b in users.items() if b.value not in claimed})
+            _follow(site, binding.var, uses, users, claimed)
             claimed.update(site.chain)
             sites.append(site)
     return sites
@@ -87,12 +87,12 @@ def _anchor(call) -> Site | None:
     return Site(kind, call, call, w.astype(np.float32), np.zeros(out, np.float32), shape=_shape(call), chain=[call])
 
 
-def _follow(site: Site, var, uses: dict, users: dict) -> None:
-    """Extends the site along the bindings only it uses: the affine part, then one activation
-    or a residual add (and relu after it, for a convolution)."""
+def _follow(site: Site, var, uses: dict, users: dict, claimed: set) -> None:
+    """Extends the site along the bindings only it uses and no earlier site took: the affine
+    part, then one activation or a residual add (and relu after it, for a convolution)."""
     scale = np.ones(site.weight.shape[0], np.float32)
     stage = "affine"
-    while uses.get(var) == 1 and var in users:
+    while uses.get(var) == 1 and var in users and users[var].value not in claimed:
         binding = users[var]
         call, name = binding.value, getattr(getattr(binding.value, "op", None), "name", "")
         if stage == "affine" and name in AFFINE and _affine(site, call, var, scale):
