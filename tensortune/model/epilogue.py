@@ -8,7 +8,8 @@ bindings removed): from each `conv2d(x, W)` (NHWC/OHWI, symmetric padding) or `m
   vary only along the output channel (a bias, and batch norm as inference decomposes it); it
   is folded into the weight and the bias here, once, at build;
 - then one activation oneDNN applies as a post-op (relu, gelu, silu, sigmoid, tanh, and clip
-  as model/torch_ops.py writes it, maximum then minimum by scalars: hardtanh), or a residual add of another tensor of the output's shape (then relu, for a convolution).
+  as model/torch_ops.py writes it, maximum then minimum by scalars: hardtanh), or a residual
+  add of another tensor of the output's shape (then relu, for a convolution).
 
 A linear layer's chain may pass through reshapes (a 3-D activation flattened around the
 matmul); the site records the shape its last binding has. What is found is data (`Site`);
@@ -100,7 +101,7 @@ def _follow(site: Site, var, uses: dict, users: dict, claimed: set) -> None:
         elif stage == "affine" and name == "relax.reshape" and site.kind == "linear":
             pass
         elif stage in ("affine", "residual") and name in UNARY and (stage == "affine" or name == "relax.nn.relu"):
-            site.unary = _unary(call, name)
+            site.unary = _unary(name)
             stage = "done"
         elif stage == "affine" and name == "relax.maximum" and _scalar(call, var) is not None:
             site.unary = ("hardtanh", [_scalar(call, var), LARGEST], "")
@@ -181,7 +182,7 @@ def _residual(site: Site, call, var) -> bool:
     return True
 
 
-def _unary(call, name: str) -> tuple[str, list[float], str]:
+def _unary(name: str) -> tuple[str, list[float], str]:
     attr, algorithm = UNARY[name]
     return attr, [], algorithm
 

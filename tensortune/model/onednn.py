@@ -4,7 +4,9 @@ makes for CPU inference).
 
 Activations are NHWC on TVM's side (model/torch_ops.py converts the module's convolutions), so
 each convolution sees a channels-last tensor, which oneDNN takes with no reorder, and its
-channels-last output goes back to TVM as the contiguous NHWC tensor it is. Each call site carries a number unique to its build (model/torch_ops.py draws it), so a
+channels-last output goes back to TVM as the contiguous NHWC tensor it is.
+
+Each call site carries a number unique to its build (model/torch_ops.py draws it), so a
 weight is packed on the site's first call and reused by every later one; a packed weight is
 oneDNN's opaque tensor, which no TVM tensor can hold, so it lives here, in the process. The
 weight and bias come in already folded (batch norm, bias: model/epilogue.py). Registered by
@@ -65,7 +67,7 @@ def linear(x, w, b, site, attr, algorithm, *rest):
         x = torch.from_dlpack(x)
         rank = int(rest[-1])
         shape, scalars = [int(d) for d in rest[-1 - rank:-1]], list(rest[:-1 - rank])
-        weight = packed(site, lambda: torch.ops.mkldnn._reorder_linear_weight(torch.from_dlpack(w), x.shape[0]))
+        weight = packed(site, lambda: _pack_linear(w, x))
         out = torch.ops.mkldnn._linear_pointwise(x, weight, torch.from_dlpack(b), attr, scalars, algorithm or None)
         return out.reshape(shape).contiguous()
 
@@ -76,7 +78,7 @@ def linear_add(x, other, w, b, site, *shape):
 
     with torch.no_grad():
         x = torch.from_dlpack(x)
-        weight = packed(site, lambda: torch.ops.mkldnn._reorder_linear_weight(torch.from_dlpack(w), x.shape[0]))
+        weight = packed(site, lambda: _pack_linear(w, x))
         other = torch.from_dlpack(other).reshape(x.shape[0], -1)
         out = torch.ops.mkldnn._linear_pointwise.binary(x, other, weight, torch.from_dlpack(b), "add")
         return out.reshape([int(d) for d in shape]).contiguous()
@@ -105,3 +107,9 @@ def _pack_conv(w, x, geometry):
     padding, stride, dilation, groups = geometry
     return torch.ops.mkldnn._reorder_convolution_weight(torch.from_dlpack(w), padding, stride, dilation, groups,
                                                         list(x.shape))
+
+
+def _pack_linear(w, x):
+    import torch
+
+    return torch.ops.mkldnn._reorder_linear_weight(torch.from_dlpack(w), x.shape[0])

@@ -9,9 +9,9 @@ build, its activation or residual add a post-op (model/epilogue.py finds them); 
 are made NHWC first, oneDNN's layout. Matmuls of two activations (attention's) call torch's
 plain matmul; what follows them fuses into TVM kernels of its own, tuned like any other
 (`conv2d`, the plain convolution, stays registered for models exported before the fused
-calls). The
-functions are registered in the process by `register()`; a built model that calls them needs
-torch and that registration at run time (`tensortune.load` does it when model.json says so).
+calls). The functions are registered in the process by `register()`; a built model that calls
+them needs torch and that registration at run time (`tensortune.load` does it when model.json
+says so).
 
 Outputs come back contiguous: torch's CPU allocator aligns to 64 bytes, the alignment TVM's
 kernels assume.
