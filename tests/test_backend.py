@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 import tensortune
+import tensortune.deploy.backend
 from tensortune.errors import TensortuneWarning, UserError
 
 
@@ -49,15 +50,7 @@ def eager_never_faster(label, measure):
 
 @pytest.fixture(autouse=True)
 def regions_stay_in_tvm(monkeypatch):
-    import tensortune.model as model_layer
-
-    real = model_layer.build_model
-
-    def build(*args, **kw):
-        kw.setdefault("timer", eager_never_faster)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(model_layer, "build_model", build)
+    monkeypatch.setattr(tensortune.deploy.backend.Backend, "timer", staticmethod(eager_never_faster))
 
 
 def compiled(module, **options):
@@ -123,16 +116,13 @@ def test_a_region_whose_build_fails_runs_in_torch_with_a_warning(tmp_path, monke
 
 
 def test_a_region_slower_than_eager_runs_in_torch_and_says_so(tmp_path, monkeypatch):
-    import tensortune.model as model_layer
-
     def eager_fastest(label, measure):  # a test double for the build-time timings: eager wins
         return 1e-3 if label == "eager" else 2e-3
 
-    real = model_layer.build_model
-    monkeypatch.setattr(model_layer, "build_model", lambda *args, **kw: real(*args, **kw, timer=eager_fastest))
+    monkeypatch.setattr(tensortune.deploy.backend.Backend, "timer", staticmethod(eager_fastest))
     model, x = with_erfinv()
     fast, backend = compiled(model, db=str(tmp_path / "t.db"))
-    with torch.no_grad(), pytest.warns(TensortuneWarning, match="2.000 ms a call against eager's 1.000 ms"):
+    with torch.no_grad(), pytest.warns(TensortuneWarning, match="TVM took 2.000 ms a call against eager's 1.000 ms"):
         got = fast(x)
     with torch.no_grad():
         assert torch.allclose(got, model(x)) and backend.regions == []
@@ -142,14 +132,12 @@ def test_a_region_slower_than_eager_runs_in_torch_and_says_so(tmp_path, monkeypa
 def test_a_convolution_region_keeps_the_build_calling_torch_checked_on_its_own_inputs(tmp_path, monkeypatch):
     """The build calling torch's convolution is checked on the region's inputs, as the all-TVM
     build is (drawn afresh, a region's frozen batch norm gave NaN and that build was refused)."""
-    import tensortune.model as model_layer
     from tensortune.model import zoo
 
     def torch_ops_fastest(label, measure):  # a test double for the build-time timings
-        return {"eager": 2e-3, "torch ops": 1e-3}.get(label, 3e-3)
+        return {"eager": 2e-3, "torch ops": 1e-3, "region": 1e-3}.get(label, 3e-3)
 
-    real = model_layer.build_model
-    monkeypatch.setattr(model_layer, "build_model", lambda *args, **kw: real(*args, **kw, timer=torch_ops_fastest))
+    monkeypatch.setattr(tensortune.deploy.backend.Backend, "timer", staticmethod(torch_ops_fastest))
     torch.manual_seed(0)
     model = nn.Sequential(zoo._Basic(8, 8, 1)).eval()
     x = torch.randn(1, 8, 12, 12)
@@ -188,10 +176,8 @@ def test_records_tuned_in_one_process_are_reused_by_another(tmp_path):
         from tensortune.model.build import best_schedules
         from tensortune.target import make_target
         build.MIX_TRIES = 0  # no per-operation mixed builds: the reuse is what is tested here
-        import tensortune.model as model_layer
-        real = model_layer.build_model  # a test double for eager's timing at build: it never wins
-        model_layer.build_model = lambda *a, **k: real(*a, **k, timer=lambda label, measure: float("inf")
-                                                        if label == "eager" else measure())
+        from tensortune.deploy.backend import Backend  # a test double for eager's timing at build: it never wins
+        Backend.timer = staticmethod(lambda label, measure: float("inf") if label == "eager" else measure())
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(64, 64), nn.ReLU()).eval()
         backend = tensortune.backend(db={str(db)!r}, mode="tune", trials=8, progress=False)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import TensortuneWarning, UserError
+from ..model.build import timed_now
 
 MODES = ("default", "tune")
 
@@ -52,6 +53,9 @@ class Backend:
     keeps what it compiled: `regions` (TVMRegion, each with its build and check), per graph
     the operators left in PyTorch (`in_torch`), and the regions TVM converted but PyTorch runs,
     with why (`in_eager`: a failed build, or eager was faster)."""
+
+    # times a region's call and eager's, as model.build's Timer; tests inject theirs
+    timer: Callable = staticmethod(timed_now)
 
     def __init__(self, config: BackendConfig):
         self.config = config
@@ -89,7 +93,7 @@ class Backend:
             return gm.forward
         self.in_torch.append(parts.in_torch)
         for region in parts.regions:
-            compiled = _region(region, self.config)
+            compiled = _region(region, self.config, self.timer)
             if isinstance(compiled, str):  # it stays the region's own graph, run by PyTorch
                 self.in_eager[f"{region.name} of graph {len(self.in_torch)}"] = compiled
                 _warn(f"{region.name} ({region.nodes} operators) runs in PyTorch: {compiled}")
@@ -149,13 +153,15 @@ def _checked(options: dict) -> BackendConfig:
     return config
 
 
-def _region(region, config: BackendConfig):
+def _region(region, config: BackendConfig, timer: Callable):
     """A region as a TVMRegion, or why PyTorch runs it instead: it cannot be built or checked,
-    or its build was slower than eager when both were timed at build."""
+    or it was slower than eager, both called as the compiled graph calls them (torch tensors
+    in and out: the VM's call and DLPack's wrapping count, which a small region feels)."""
     from ..db import Database
     from ..measure.config import MeasureConfig
     from ..model import build_model, import_model, tune_model
     from ..model.scheduler import default_trials
+    from ..model.vm import torch_seconds
     from ..space.base import first_line
     from ..target import make_target
     from ..tuning.tuner import TuneConfig
@@ -171,11 +177,17 @@ def _region(region, config: BackendConfig):
             trials = config.trials or default_trials(model)
             tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
                        _progress(region.name) if config.progress else lambda *_: None)
-        built = build_model(model, target, db)
-        if built.slower_than_eager:
+        built = build_model(model, target, db, timer=timer)
+        compiled = TVMRegion(built, region.module)
+        ours, eager = (timer(label, lambda: torch_seconds(lambda: call(*region.inputs), measure.threads))
+                       for label, call in (("region", compiled), ("eager", region.module)))
+        if compiled.in_torch:  # its check, on the first of those calls, failed
+            return compiled.in_torch
+        compiled.checked = False  # checked again on the user's own inputs, at their first call
+        if eager < ours:
             refused = f" (the build calling torch was refused: {built.refused})" if built.refused else ""
-            return f"TVM's build took {built.against_eager()}{refused}"
-        return TVMRegion(built, region.module)
+            return f"TVM took {ours * 1e3:.3f} ms a call against eager's {eager * 1e3:.3f} ms{refused}"
+        return compiled
     except Exception as err:  # any failure of TVM's: the region stays in PyTorch, said once
         return f"{type(err).__name__}: {first_line(err)}"
     finally:

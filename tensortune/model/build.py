@@ -22,6 +22,7 @@ from ..space.default import DefaultSpace
 from ..target import Target, compile_for, tvm_target
 from .defaults import stored_default
 from .importer import ImportedModel, torch_build
+from .layout import prepack
 from .torch_ops import dispatch_to_torch, register
 from .vm import eager_seconds, run, vm_seconds
 
@@ -180,9 +181,16 @@ def build_checked(model: ImportedModel, target: Target, funcs: dict, seconds: di
 
 
 def compile_model(model: ImportedModel, target: Target, funcs: dict):
+    """The model with `funcs` swapped in (`with_schedules`), the weights of the tuned kernels
+    prepacked (model/layout.py), built for the Relax VM by TVM's remaining passes (lowering the
+    dataflow, memory planning)."""
+    return compile_for(prepack(with_schedules(model, target, funcs)), target.spec,
+                       relax_pipeline=lowering(tvm_target(target.spec)))
+
+
+def with_schedules(model: ImportedModel, target: Target, funcs: dict):
     """The model's module with `funcs` (function name -> scheduled PrimFunc) swapped in, and
-    every other kernel at its default (TVM's own schedule, see space.DefaultSpace), built for
-    the Relax VM by TVM's remaining passes (lowering the dataflow, memory planning)."""
+    every other kernel at its default (TVM's own schedule, see space.DefaultSpace)."""
     import tvm
 
     mod = tvm.IRModule(dict(model.mod.functions), attrs=model.mod.attrs)
@@ -190,7 +198,7 @@ def compile_model(model: ImportedModel, target: Target, funcs: dict):
         func = funcs.get(kernel.name) or DefaultSpace(kernel.workload, target.spec).apply({}).mod["main"]
         gv = mod.get_global_var(kernel.name)
         mod[gv] = func.without_attr("global_symbol").with_attrs(dict(model.mod[gv].attrs or {}))
-    return compile_for(mod, target.spec, relax_pipeline=lowering(tvm_target(target.spec)))
+    return mod
 
 
 def lowering(spec):

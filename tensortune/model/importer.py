@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import NotConvertible, UserError
 from ..workloads.kernel import KernelWorkload
 from .fast_math import fast_math
+from .layout import TVM_WEIGHTS, channels_last, mark_layout_free
 from .torch_ops import dispatch_to_torch
 
 
@@ -119,10 +120,11 @@ def import_model(name: str, module, example_inputs: tuple, target_spec: dict, to
     torch for the operations it implements (model.torch_ops), where the model has any. With
     `fixed_inputs`, builds are checked on the example inputs (see ImportedModel)."""
     relax_mod = to_relax(name, module, example_inputs)
-    mod = lower_and_fuse(relax_mod, target_spec)
+    cpu = target_spec["kind"] == "llvm"  # TVM's own kernels there read NHWC activations and HWIO weights
+    mod = lower_and_fuse(channels_last(relax_mod, TVM_WEIGHTS) if cpu else relax_mod, target_spec)
     model = ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod), source=relax_mod,
                           fixed_inputs=fixed_inputs)
-    if torch_ops and target_spec["kind"] == "llvm":
+    if torch_ops and cpu:
         model.with_torch_ops = torch_build(model, target_spec)
     return model
 
@@ -174,14 +176,16 @@ def lower_and_fuse(mod, target_spec: dict):
     """Fast math (model/fast_math.py), then TVM's lowering to TensorIR and fusion for the
     target (the passes tvm.compile runs), leaving every kernel unscheduled: for a GPU, TVM's own
     legalisation would also give each kernel its default schedule (DLight), and a scheduled
-    kernel is no longer a search space."""
+    kernel is no longer a search space. On a CPU each kernel's weights are marked layout-free
+    (model/layout.py), so that a tuned kernel reads them prepacked."""
     import tvm
     from tvm import relax
 
     target = tvm.target.Target(target_spec)
     passes = [*relax.pipeline.library_dispatch_passes(target), *relax.backend.cpu_generic.pipeline.legalize_passes(target)]
     with target:
-        return tvm.transform.Sequential(passes)(fast_math(mod))
+        mod = tvm.transform.Sequential(passes)(fast_math(mod))
+    return mark_layout_free(mod) if target_spec["kind"] == "llvm" else mod
 
 
 def _kernels(mod) -> list[ModelKernel]:

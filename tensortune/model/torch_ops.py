@@ -24,6 +24,7 @@ import secrets
 
 from . import onednn
 from .epilogue import find_sites
+from .layout import ONEDNN_WEIGHTS, channels_last, each_function
 
 PREFIX = "tensortune.torch."
 CONV2D = PREFIX + "conv2d"
@@ -57,13 +58,11 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
     number is in `keep` (operations are numbered in the order the rewrite meets them, the same
     every time), and the (number, FLOPs) of each operation that torch could take. A layer
     fused with its epilogue is one operation."""
-    import tvm
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
     met: list[tuple[int, int]] = []
-    nhwc = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})  # oneDNN's layout: no reorders
-    mod = relax.transform.DeadCodeElimination()(relax.transform.FoldConstant()(nhwc(_clip_as_max_min(mod))))
+    mod = channels_last(mod, ONEDNN_WEIGHTS)  # oneDNN's layout: no reorders
     sites = {}
     for func in mod.functions.values():
         if isinstance(func, relax.Function):
@@ -84,7 +83,7 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
             met.append((len(met), _flops(site.anchor if site is not None else call)))
             return call if met[-1][0] in keep else replaced
 
-    return relax.transform.DeadCodeElimination()(_each_function(mod, ToTorch(mod))), met
+    return relax.transform.DeadCodeElimination()(each_function(mod, ToTorch(mod))), met
 
 
 def vendor_calls(mod) -> dict[str, int]:
@@ -96,37 +95,6 @@ def vendor_calls(mod) -> dict[str, int]:
     fused = sum(text.count(f'"{name}"') for name in FUSED.values())
     plain = text.count(f'"{CONV2D}"') + text.count(f'"{MATMUL}"')
     return {"onednn": fused, "torch": plain, "tvm": len(re.findall(r"R\.call_tir\(", text))}
-
-
-def _clip_as_max_min(mod):
-    """clip(x, lo, hi) as minimum(maximum(x, lo), hi): ConvertLayout has no layout rule for clip
-    (ReLU6 would go back to NCHW and forth around it), and has one for these."""
-    import tvm
-    from tvm import relax
-    from tvm.relax.expr_functor import PyExprMutator, mutator
-
-    @mutator
-    class ClipAsMaxMin(PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.clip"):
-                return call
-            dtype = call.ty.dtype
-            low, high = (relax.const(float(bound.value), dtype) for bound in call.args[1:])
-            return relax.op.minimum(relax.op.maximum(call.args[0], low), high)
-
-    return _each_function(mod, ClipAsMaxMin(mod))
-
-
-def _each_function(mod, rewriter):
-    import tvm
-    from tvm import relax
-
-    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-    for gv, func in mod.functions.items():
-        if isinstance(func, relax.Function):
-            out[gv] = rewriter.visit_expr(func)
-    return out
 
 
 def _fused_call(site, visit):
