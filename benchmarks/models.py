@@ -1,6 +1,6 @@
 """End to end on whole models, in one sitting: torch eager, torch.compile with inductor (its
 default, with freezing: the CPU inference configuration PyTorch's own CPU CI runs, and
-max-autotune with freezing), TVM untuned, MetaSchedule (its Relax integration) and tensortune
+max-autotune with freezing), TVM untuned, MetaSchedule (its model pipeline, weights prepacked) and tensortune
 with the same total trials, and tensortune through torch.compile (its backend, on an empty
 database and from the records just tuned).
 
@@ -80,29 +80,27 @@ def torch_latencies(name: str, columns: list[str]) -> dict:
     return out
 
 
-def metaschedule(model, target, trials: int, work_dir: str):
-    """MetaSchedule's own model tuning (its Relax integration, gradient task scheduler) on the
-    same fused module as ours; its records applied by its own pass, then the same lowering:
-    (executable, wall seconds)."""
+def metaschedule(model, target, trials: int, per_task: int, work_dir: str):
+    """MetaSchedule's own model pipeline, as TVM documents it for a CPU: `relax.pipeline.
+    static_shape_tuning_pipeline` with `cpu_weight_prepack=True` (weights marked layout-free
+    before tuning, each tuned kernel's layout rewrite split off after and folded on the
+    constant weights), from the same Relax module as ours, with our total trials and at most
+    our trials per kernel; then the same lowering: (executable, wall seconds)."""
     import tvm
     from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
 
     from tensortune.model.build import lowering
-    from tensortune.search.metaschedule import BUILD_TIMEOUT_S, TRIALS_PER_ROUND, _stdout_to_stderr
+    from tensortune.search.metaschedule import _stdout_to_stderr
     from tensortune.target import load_intrinsics
 
     load_intrinsics(target.spec["kind"])  # as ours does: the other targets' intrinsics cost 25 s
     spec = tvm.target.Target(target.spec)
     start = time.perf_counter()
     with _stdout_to_stderr():
-        database = ms.relax_integration.tune_relax(
-            model.mod, {}, spec, work_dir, max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND,
-            builder=ms.builder.LocalBuilder(max_workers=THREADS, timeout_sec=BUILD_TIMEOUT_S),
-            runner=ms.runner.LocalRunner(timeout_sec=60), seed=1)
-        with spec, database:
-            applied = relax.transform.MetaScheduleApplyDatabase()(model.mod)
-        executable = tvm.compile(applied, target=spec, relax_pipeline=lowering(spec))
+        pipeline = relax.pipeline.static_shape_tuning_pipeline(total_trials=trials, target=spec, work_dir=work_dir,
+                                                               cpu_weight_prepack=True, max_trials_per_task=per_task)
+        tuned = pipeline(model.source)
+        executable = tvm.compile(tuned, target=spec, relax_pipeline=lowering(spec))
     return executable, time.perf_counter() - start
 
 
@@ -167,10 +165,11 @@ def bench(name: str, args) -> dict:
             row["ours_error"], row["torch_ops"], row["torch_ops_possible"], row["builds"] = max(
                 b.error for b in builds), 0, 0, {}
             row["in_torch"] = split.parts.in_torch
-            row["calls"] = {kind: sum(vendor_calls(b.build.mod)[kind] for b in builds) for kind in ("onednn", "torch", "tvm")}
+            row["calls"] = {kind: sum(vendor_calls(b.build.mod)[kind] for b in builds)
+                           for kind in ("onednn", "attention", "torch", "tvm")}
         row["via_torch_compile"] = via_torch_compile(name, target, f"{tmp}/bench.db")
         if args.metaschedule and split is None:
-            executable, row["ms_wall_s"] = metaschedule(model, target, row["trials"], f"{tmp}/ms")
+            executable, row["ms_wall_s"] = metaschedule(model, target, row["trials"], args.trials_per_task, f"{tmp}/ms")
             row["metaschedule"] = vm_seconds(executable, case, target)
     return row
 
@@ -202,14 +201,14 @@ def table(rows: list[dict], args, head: list[str]) -> str:
              "latency ms (median, warm); ratios: how many times faster ours is than the column (above 1: ours faster); "
              "inductor: torch.compile default; freezing: inductor with torch._inductor.config.freezing = True (CPU "
              "inference); max_autotune: max-autotune with freezing; untuned: TVM's default schedules, no torch calls; "
-             "MS: MetaSchedule's tune_relax (no weight prepack); empty: ours via torch.compile(backend) on an empty "
+             "MS: MetaSchedule's static_shape_tuning_pipeline with cpu_weight_prepack; empty: ours via torch.compile(backend) on an empty "
              "database; compiled: ours via torch.compile(backend) from the records just tuned; calls: what the kept "
-             "build calls, fused packed oneDNN layers / torch's plain operators / TVM kernels (every TVM kernel on "
+             "build calls, fused packed oneDNN layers / torch's attention / torch's plain operators / TVM kernels (every TVM kernel on "
              "TVM's own thread pool, torch's on its OpenMP pool); in torch: share of eager time left in PyTorch", "",
              f"{'model':14}{'eager':>9}" + "".join(f"{c[:9]:>9}" for c in anchors)
              + f"{'untuned':>9}{'MS':>9}{'ours':>9}{'/eager':>8}" + "".join(f"{'/' + c[:7]:>8}" for c in anchors)
              + f"{'/untuned':>8}{'/MS':>8}{'empty':>9}{'/eager':>8}{'compiled':>9}{'/ours':>8}"
-             f"{'ours s':>8}{'trials':>7}{'calls':>12}{'in torch':>9}"]
+             f"{'ours s':>8}{'trials':>7}{'calls':>14}{'in torch':>9}"]
     for r in rows:
         t = r["torch"]
         calls = r.get("calls", {})
@@ -220,7 +219,8 @@ def table(rows: list[dict], args, head: list[str]) -> str:
                      f"{ms(r['backend_empty'])}{ratio(t.get('eager'), r['backend_empty'])}"
                      f"{ms(r['via_torch_compile'])}{ratio(r['ours'], r['via_torch_compile'])}"
                      f"{r['ours_wall_s']:8.0f}{r['trials']:7d}"
-                     f"{calls.get('onednn', 0):>5d}/{calls.get('torch', 0)}/{calls.get('tvm', 0):<4d}{r['torch_share']:9.0%}")
+                     f"{calls.get('onednn', 0):>5d}/{calls.get('attention', 0)}/{calls.get('torch', 0)}/{calls.get('tvm', 0):<4d}"
+                     f"{r['torch_share']:9.0%}")
         for column in anchors:
             if f"{column}_error" in t:
                 lines.append(f"  {column} failed: {t[f'{column}_error']}")

@@ -84,6 +84,9 @@ class Run:
 
 
 class Database:
+    """The records of measured candidates in one SQLite file (created if missing): tasks, runs,
+    records, models; safe to share between processes (each batch one transaction)."""
+
     def __init__(self, path: str):
         self.path = path
         try:

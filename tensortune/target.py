@@ -18,6 +18,9 @@ TARGETS = ("cpu", "cuda")
 
 @dataclass(frozen=True)
 class Target:
+    """Where kernels run: a name (`cpu`, `cuda`), TVM's target dict, threads, and for a GPU its
+    name and class; `hardware` fingerprints it so records never mix machines."""
+
     name: str
     spec: dict  # TVM's dict form (strings like "llvm -mcpu=..." are rejected by TVM 0.27)
     threads: int

@@ -14,6 +14,7 @@ import torch
 from browser import colours, figures, open_page
 from tensortune import load
 from tensortune.db import Database
+from tensortune.errors import UserError
 from tensortune.measure import cores
 from tensortune.measure.config import MeasureConfig
 from tensortune.model import build_model, export_model, import_model, tune_model
@@ -77,6 +78,9 @@ def test_a_model_tunes_builds_matches_torch_and_loads_back(name, kernels, tmp_pa
     misaligned = torch.randn(x.numel() + 1)[1:].reshape(x.shape)  # 4 bytes off: copied, not crashed
     assert torch.allclose(tuned(misaligned), tuned(misaligned.clone()))
     assert json.loads(paths[1].read_text())["key"] == model.key
+    paths[1].write_text(paths[1].read_text()[:40])  # cut short, as a copy interrupted
+    with pytest.raises(UserError, match="model.json' cannot be read .*JSONDecodeError"):
+        load(tmp_path / "out")
 
 
 def test_the_conv_kernel_gets_tuned_first_and_wins():
@@ -337,7 +341,7 @@ def test_a_model_calling_torch_exports_and_loads_in_a_fresh_process(tmp_path):
     assert built.torch_ops == 1
     export_model(built, target, tmp_path / "out", db)
     meta = json.loads((tmp_path / "out" / "model.json").read_text())
-    assert meta["torch_ops"] == 1 and "torch" in meta["runtime_needs"]
+    assert meta["torch_ops"] == 1 and "torch" in meta["runtime_needs"] and meta["calls"]["onednn"] == 1
     x = torch.randn(1, 32, 28, 28)
     with torch.no_grad():
         torch.save({"x": x, "y": model.module(x)}, tmp_path / "case.pt")
@@ -444,6 +448,23 @@ def test_layers_with_their_epilogue_become_one_packed_onednn_call(module, inputs
     run(built.executable, case)
     assert len(packed) >= sum(calls.values())
     assert all(onednn._packed[site] is weight for site, weight in packed.items())  # reused, not packed again
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_becomes_one_call_of_torchs_fused_attention(causal):
+    """softmax(QK^T / sqrt(d) + mask) V, written by torch.export as broadcast 3-D matmuls, is one
+    scaled_dot_product_attention call (a causal mask as an additive constant): no softmax kernel
+    is left in TVM, and the build matches torch."""
+    from tensortune.model.torch_ops import ATTENTION, register
+
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    module = zoo.DecoderBlock(32, 2, 8, causal=causal).eval()
+    model = import_model("block", module, (torch.randn(1, 8, 32),), target.spec, torch_ops=True)
+    assert str(model.with_torch_ops.mod["main"]).count(f'"{ATTENTION}"') == 1
+    assert not any("softmax" in k.name for k in model.with_torch_ops.kernels)
+    register()
+    assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
 
 
 def test_tvm_kernels_run_on_torchs_openmp_threads_once_registered(tmp_path):

@@ -45,6 +45,9 @@ class Budget:
 
 
 class Workbench:
+    """Tasks opened, described and measured for an agent, within a `Budget` (see the module's
+    docstring); every measurement takes `tune`'s path and lands in the records."""
+
     def __init__(self, db: Database, target: Target, config: MeasureConfig, budget: Budget = Budget()):
         self.db, self.target, self.config, self.budget = db, target, config, budget
         self.started, self.trials = time.monotonic(), 0

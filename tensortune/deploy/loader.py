@@ -32,6 +32,18 @@ def load(folder: str | os.PathLike):
                     "'tensortune tune FAMILY --shapes ... --out'")
 
 
+def _read(path: Path) -> dict:
+    """The folder's description; a file that is not one is a UserError naming it."""
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"'{path}' cannot be read ({type(err).__name__}: {err}); write the folder again with "
+                        "the command that made it") from None
+    if not isinstance(meta, dict):
+        raise UserError(f"'{path}' is not an object of tensortune's; write the folder again with the command that made it")
+    return meta
+
+
 def _prepared(tensor, spec: dict, what: str, device: str):
     """The tensor as a kernel may read it: checked against the expected shape, dtype and
     device ("cpu" or "cuda"), contiguous and aligned (copied when it is not)."""
@@ -75,7 +87,7 @@ class TunedModel:
     """A tuned model: call it with the model's inputs (torch tensors) as the module is called."""
 
     def __init__(self, folder: Path):
-        self.meta = json.loads((folder / "model.json").read_text())
+        self.meta = _read(folder / "model.json")
         _threads(self.meta["threads"])
         import tvm
         from tvm import relax
@@ -110,7 +122,7 @@ class TunedKernel:
     """One exported kernel: call it with its inputs; the output is allocated and returned."""
 
     def __init__(self, folder: Path):
-        self.meta = json.loads((folder / "record.json").read_text())
+        self.meta = _read(folder / "record.json")
         _threads(self.meta.get("threads", 1))
         import tvm
 
@@ -149,7 +161,7 @@ class DispatchedKernel:
     goes to the kernel built for its inputs' shapes."""
 
     def __init__(self, folder: Path):
-        table = json.loads((folder / "dispatch.json").read_text())
+        table = _read(folder / "dispatch.json")
         self.kernels = {}
         for entry in table["kernels"]:
             kernel = TunedKernel(folder / entry["folder"])

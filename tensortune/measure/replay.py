@@ -16,6 +16,9 @@ from .result import Label, Result
 
 
 class ReplayTable:
+    """An evaluator that measures each distinct point of a task once (through `evaluator`, or
+    none: offline) and answers repeats from the records."""
+
     def __init__(self, db, task, evaluator: Evaluator | None = None, cutoff: float = 10.0):
         self.db, self.task, self.evaluator, self.cutoff = db, task, evaluator, cutoff
         # careful re-timings ('final') override the first measurement of the same point

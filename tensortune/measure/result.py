@@ -42,6 +42,9 @@ BASELINES = (Label.NAIVE, Label.HAND)
 
 @dataclass(frozen=True)
 class Result:
+    """How one candidate ended: its status, why (for a failure), its timing repeats (seconds per
+    call) and the threads it ran with, and how long it took to build."""
+
     status: Status
     reason: str = ""
     runs: tuple[float, ...] = ()  # seconds per call, one per timing repeat

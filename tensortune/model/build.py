@@ -23,7 +23,7 @@ from ..target import Target, compile_for, tvm_target
 from .defaults import stored_default
 from .importer import ImportedModel, torch_build
 from .layout import prepack
-from .torch_ops import dispatch_to_torch, register
+from .torch_ops import dispatch_to_torch, register, vendor_calls
 from .vm import eager_seconds, run, vm_seconds
 
 
@@ -247,6 +247,9 @@ def export_model(built: BuiltModel, target: Target, folder: Path, db: Database) 
         "kind": "model", "model": model.name, "key": model.key, "target": target.spec, "threads": target.threads,
         # a build that calls torch's operators needs torch, and tensortune.load registers them
         "torch_ops": built.torch_ops, "runtime_needs": ["tvm", "torch"] if built.torch_ops else ["tvm"],
+        # what the build runs where: fused oneDNN layers (weights packed on their first call in the
+        # process), torch's plain operators, TVM kernels
+        "calls": vendor_calls(built.build.mod),
         "inputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} for t in model.example_inputs],
         "outputs": [{"shape": list(e.shape), "dtype": str(e.dtype)} for e in expected],
         "checked_against_torch": {"max_relative_error": built.error, "tolerance": tolerance(expected[0].dtype)},

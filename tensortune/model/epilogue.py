@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .dataflow import bindings_of, dtype_of, first_users, scalar_operand, shape_of, uses, value_of
+
 # Relax operator -> oneDNN unary post-op (attr, algorithm)
 UNARY = {"relax.nn.relu": ("relu", ""), "relax.nn.gelu": ("gelu", "none"), "relax.nn.gelu_tanh": ("gelu", "tanh"),
          "relax.nn.silu": ("swish", ""), "relax.sigmoid": ("sigmoid", ""), "relax.tanh": ("tanh", "")}
@@ -47,17 +49,12 @@ class Site:
 
 def find_sites(func) -> list[Site]:
     """Every fusable layer of a Relax function (see the module's docstring)."""
-    bindings = [b for block in func.body.blocks for b in block.bindings]
-    uses = _uses(bindings)
-    users = {}
-    for binding in bindings:
-        for var in _vars(binding.value):
-            users.setdefault(var, binding)
+    counts, users = uses(func), first_users(func)
     sites, claimed = [], set()  # a residual add two layers could take goes to the first
-    for binding in bindings:
+    for binding in bindings_of(func):
         site = _anchor(binding.value)
         if site is not None:
-            _follow(site, binding.var, uses, users, claimed)
+            _follow(site, binding.var, counts, users, claimed)
             claimed.update(site.chain)
             sites.append(site)
     return sites
@@ -68,12 +65,12 @@ def _anchor(call) -> Site | None:
     from tvm import relax
     from tvm.ir.expr import Constant
 
-    if not isinstance(call, relax.Call) or not hasattr(call.op, "name") or _dtype(call) != "float32":
+    if not isinstance(call, relax.Call) or not hasattr(call.op, "name") or dtype_of(call) != "float32":
         return None
     weight = call.args[1] if len(call.args) > 1 else None
     if not isinstance(weight, Constant):
         return None
-    w = _array(weight)
+    w = value_of(weight)
     if call.op.name == "relax.nn.conv2d":
         a = call.attrs
         top, left, bottom, right = (int(p) for p in a.padding)
@@ -85,15 +82,15 @@ def _anchor(call) -> Site | None:
     else:
         return None
     kind = "conv2d" if call.op.name == "relax.nn.conv2d" else "linear"
-    return Site(kind, call, call, w.astype(np.float32), np.zeros(out, np.float32), shape=_shape(call), chain=[call])
+    return Site(kind, call, call, w.astype(np.float32), np.zeros(out, np.float32), shape=shape_of(call), chain=[call])
 
 
-def _follow(site: Site, var, uses: dict, users: dict, claimed: set) -> None:
+def _follow(site: Site, var, counts: dict, users: dict, claimed: set) -> None:
     """Extends the site along the bindings only it uses and no earlier site took: the affine
     part, then one activation or a residual add (and relu after it, for a convolution)."""
     scale = np.ones(site.weight.shape[0], np.float32)
     stage = "affine"
-    while uses.get(var) == 1 and var in users and users[var].value not in claimed:
+    while counts.get(var) == 1 and var in users and users[var].value not in claimed:
         binding = users[var]
         call, name = binding.value, getattr(getattr(binding.value, "op", None), "name", "")
         if stage == "affine" and name in AFFINE and _affine(site, call, var, scale):
@@ -103,17 +100,17 @@ def _follow(site: Site, var, uses: dict, users: dict, claimed: set) -> None:
         elif stage in ("affine", "residual") and name in UNARY and (stage == "affine" or name == "relax.nn.relu"):
             site.unary = _unary(name)
             stage = "done"
-        elif stage == "affine" and name == "relax.maximum" and _scalar(call, var) is not None:
-            site.unary = ("hardtanh", [_scalar(call, var), LARGEST], "")
+        elif stage == "affine" and name == "relax.maximum" and scalar_operand(call, var) is not None:
+            site.unary = ("hardtanh", [scalar_operand(call, var), LARGEST], "")
             stage = "clip"
-        elif stage == "clip" and name == "relax.minimum" and _scalar(call, var) is not None:
-            site.unary = ("hardtanh", [site.unary[1][0], _scalar(call, var)], "")
+        elif stage == "clip" and name == "relax.minimum" and scalar_operand(call, var) is not None:
+            site.unary = ("hardtanh", [site.unary[1][0], scalar_operand(call, var)], "")
             stage = "done"
         elif stage == "affine" and name == "relax.add" and _residual(site, call, var):
             stage = "residual" if site.kind == "conv2d" else "done"
         else:
             break
-        site.last, site.shape, var = call, _shape(call), binding.var
+        site.last, site.shape, var = call, shape_of(call), binding.var
         site.chain.append(call)
         if stage == "done":
             break
@@ -130,7 +127,7 @@ def _affine(site: Site, call, var, scale: np.ndarray) -> bool:
     other = right if ours_first else left
     if not isinstance(other, Constant):
         return False
-    c = _per_channel(_array(other), site)
+    c = _per_channel(value_of(other), site)
     if c is None:
         return False
     op = call.op.name
@@ -175,8 +172,8 @@ def _residual(site: Site, call, var) -> bool:
 
     left, right = call.args
     other = right if left.same_as(var) else left
-    if isinstance(other, Constant) or other.same_as(var) or _shape(other) != _shape(call) \
-            or _dtype(other) != "float32":
+    if isinstance(other, Constant) or other.same_as(var) or shape_of(other) != shape_of(call) \
+            or dtype_of(other) != "float32":
         return False
     site.residual = other
     return True
@@ -185,40 +182,3 @@ def _residual(site: Site, call, var) -> bool:
 def _unary(name: str) -> tuple[str, list[float], str]:
     attr, algorithm = UNARY[name]
     return attr, [], algorithm
-
-
-def _scalar(call, var) -> float | None:
-    """The other operand of `var op other`, where it is a scalar constant."""
-    from tvm.ir.expr import Constant
-
-    other = call.args[1] if call.args[0].same_as(var) else call.args[0]
-    return float(_array(other)) if isinstance(other, Constant) and _array(other).size == 1 else None
-
-
-def _uses(bindings) -> dict:
-    """How many bindings use each variable (a function's output counts as a use)."""
-    uses: dict = {}
-    for binding in bindings:
-        for var in _vars(binding.value):
-            uses[var] = uses.get(var, 0) + 1
-    return uses
-
-
-def _vars(expr) -> list:
-    from tvm import relax
-
-    return list(relax.analysis.free_vars(expr)) if not isinstance(expr, relax.Var) else [expr]
-
-
-def _array(constant) -> np.ndarray:
-    """A constant's value (a tensor's, or a scalar's as a 0-d array)."""
-    value = constant.value
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value, np.float32)
-
-
-def _shape(expr) -> tuple[int, ...]:
-    return tuple(int(d) for d in expr.ty.shape)
-
-
-def _dtype(expr) -> str | None:
-    return getattr(expr.ty, "dtype", None)

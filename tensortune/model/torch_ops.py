@@ -23,12 +23,14 @@ import math
 import secrets
 
 from . import onednn
+from .attention import Attention, find_attention
 from .epilogue import find_sites
 from .layout import ONEDNN_WEIGHTS, channels_last, each_function
 
 PREFIX = "tensortune.torch."
 CONV2D = PREFIX + "conv2d"
 MATMUL = PREFIX + "matmul"
+ATTENTION = PREFIX + "attention"
 FUSED = {name: PREFIX + "onednn." + name for name in ("conv2d", "conv2d_add", "linear", "linear_add")}
 
 
@@ -47,8 +49,15 @@ def register(again: bool = False) -> None:
     def matmul(a, b):
         return torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b)).contiguous()
 
+    def attention(q, k, v, transposed, scale, rank, *rest):  # rest: the output's shape, then the mask if any
+        k, shape = torch.from_dlpack(k), [int(d) for d in rest[:rank]]
+        out = torch.nn.functional.scaled_dot_product_attention(
+            torch.from_dlpack(q), k.transpose(-2, -1) if transposed else k, torch.from_dlpack(v),
+            attn_mask=torch.from_dlpack(rest[rank]) if len(rest) > rank else None, scale=scale)
+        return out.reshape(shape).contiguous()
+
     fused = [(FUSED[name], getattr(onednn, name)) for name in FUSED]
-    for name, func in [(CONV2D, conv2d), (MATMUL, matmul), *fused]:
+    for name, func in [(CONV2D, conv2d), (MATMUL, matmul), (ATTENTION, attention), *fused]:
         if again or tvm.get_global_func(name, allow_missing=True) is None:
             tvm.register_global_func(name, func, override=True)
 
@@ -63,24 +72,25 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
 
     met: list[tuple[int, int]] = []
     mod = channels_last(mod, ONEDNN_WEIGHTS)  # oneDNN's layout: no reorders
-    sites = {}
+    sites = {}  # call -> the fused layer or attention it is part of
     for func in mod.functions.values():
         if isinstance(func, relax.Function):
-            for site in find_sites(func):
-                sites.update({call: site for call in site.chain})
+            for site in [*find_attention(func), *find_sites(func)]:
+                sites.update({call: site for call in site.chain if call not in sites})
 
     @mutator
     class ToTorch(PyExprMutator):
         def visit_call_(self, call):
             site = sites.get(call)
-            if site is not None and not site.last.same_as(call):  # inside a fused layer: dead once it is
+            if site is not None and not site.last.same_as(call):  # inside a fused call: dead once it is
                 return super().visit_call_(call)
-            replaced = _fused_call(site, self.visit_expr) if site is not None else None
+            replaced = _site_call(site, self.visit_expr) if site is not None else None
             call = super().visit_call_(call)
             replaced = _torch_call(call) if replaced is None else replaced
             if replaced is None:
                 return call
-            met.append((len(met), _flops(site.anchor if site is not None else call)))
+            met.append((len(met), sum(map(_flops, site.chain if isinstance(site, Attention) else
+                                          [site.anchor if site is not None else call]))))
             return call if met[-1][0] in keep else replaced
 
     return relax.transform.DeadCodeElimination()(each_function(mod, ToTorch(mod))), met
@@ -88,19 +98,27 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
 
 def vendor_calls(mod) -> dict[str, int]:
     """What a lowered build's main function runs where: calls of fused oneDNN layers
-    ("onednn"), of torch's plain operators ("torch"), and of TVM kernels ("tvm")."""
+    ("onednn"), of torch's fused attention ("attention"), of torch's plain operators ("torch"),
+    and of TVM kernels ("tvm")."""
     import re
 
     text = mod["main"].script()
     fused = sum(text.count(f'"{name}"') for name in FUSED.values())
     plain = text.count(f'"{CONV2D}"') + text.count(f'"{MATMUL}"')
-    return {"onednn": fused, "torch": plain, "tvm": len(re.findall(r"R\.call_tir\(", text))}
+    return {"onednn": fused, "attention": text.count(f'"{ATTENTION}"'), "torch": plain, "tvm": len(re.findall(r"R\.call_tir\(", text))}
 
 
-def _fused_call(site, visit):
-    """The call of model/onednn.py's function that computes the site's last binding."""
+def _site_call(site, visit):
+    """The call of torch's attention, or of model/onednn.py's fused layer, that computes the
+    site's last binding."""
     from tvm import relax
     from tvm.ir import StringImm
+
+    if isinstance(site, Attention):
+        shape, mask = [relax.prim_value(int(d)) for d in site.last.ty.shape], [visit(site.mask)] if site.mask is not None else []
+        return relax.call_pure_packed(ATTENTION, visit(site.q), visit(site.k), visit(site.v),
+                                      relax.prim_value(int(site.transposed)), relax.prim_value(float(site.scale)),
+                                      relax.prim_value(len(shape)), *shape, *mask, ty_args=site.last.ty)
 
     ints = relax.prim_value
     weight, bias = relax.const(site.weight), relax.const(site.bias)
@@ -125,7 +143,9 @@ def _fused_call(site, visit):
 
 
 def _flops(call) -> int:
-    """2 x output elements x reduction length of a convolution or matmul."""
+    """2 x output elements x reduction length of a convolution or matmul (0 for any other call)."""
+    if call.op.name not in ("relax.nn.conv2d", "relax.matmul"):
+        return 0
     out = math.prod(int(d) for d in call.ty.shape)
     weight = [int(d) for d in call.args[1].ty.shape]
     reduction = math.prod(weight[1:]) if call.op.name == "relax.nn.conv2d" else weight[-2]

@@ -45,6 +45,8 @@ class Option:
 
 
 class Strategy:
+    """A search strategy behind ask/tell: `propose` points, `tell` their results; the tuning round
+    (tuning/round.py) drives every one alike."""
     name = "base"
     requires: tuple[str, ...] = ()  # optional packages the strategy imports lazily
     replayable = True  # its proposals follow from the seed and the results alone (not a remote model's)

@@ -26,6 +26,7 @@ from .base import Option, Strategy
 
 
 class BayesianOptimisation(Strategy):
+    """Bayesian optimisation: a Gaussian process of log throughput and a feasibility model pick each batch."""
     name = "bo"
     requires = ("torch", "botorch", "gpytorch")
     options = (Option("initial", 8, "random points before the first model", low=2),

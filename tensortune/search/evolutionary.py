@@ -10,6 +10,7 @@ from .base import Option, Strategy
 
 
 class Evolutionary(Strategy):
+    """A steady-state genetic algorithm: crossover and mutation of the best points measured."""
     name = "evolutionary"
     options = (Option("population", 24, "best measured points kept as parents", low=2),
                Option("warmup", 16, "random points before the first children", low=0),

@@ -9,6 +9,7 @@ from .base import Strategy
 
 
 class Given(Strategy):
+    """Points chosen outside the search (an agent's, MetaSchedule's, a batch's), asked in the order given."""
     name = "given"
     replayable = False
 

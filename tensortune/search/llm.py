@@ -40,6 +40,7 @@ def endpoint() -> dict[str, str]:
 
 
 class LLMGuided(Strategy):
+    """A language model proposes the points from the task and what was measured (OpenAI-compatible endpoint)."""
     name = "llm"
     replayable = False
 

@@ -20,6 +20,7 @@ from .bo import BayesianOptimisation, _fit_gp, screen
 
 
 class MultiObjectiveBO(BayesianOptimisation):
+    """Multi-objective Bayesian optimisation (qLogNEHVI): the front of latency and build time."""
     name = "mobo"
     objectives = ("latency", "build_s")
 

@@ -4,6 +4,7 @@ from .base import Strategy
 
 
 class RandomSearch(Strategy):
+    """Uniform random sampling of the space: the baseline every strategy must beat."""
     name = "random"
 
     def propose(self) -> Point:

@@ -93,6 +93,7 @@ class Policy:
 
 
 class PolicyGradient(Strategy):
+    """A policy writes each point knob by knob, trained online by policy gradient (PPO steps)."""
     name = "rl"
     requires = ("torch",)
 

@@ -16,6 +16,7 @@ from .base import Option, Strategy
 
 
 class TreeParzen(Strategy):
+    """Optuna's tree-structured Parzen estimator over the knobs as categorical distributions."""
     name = "tpe"
     requires = ("optuna",)
     options = (Option("startup", 8, "random points before TPE models the space"),)

@@ -33,6 +33,9 @@ from .round import CUTOFF, TaskTuner, record, run_round
 
 @dataclass(frozen=True)
 class TuneConfig:
+    """How `tune` searches: the trial budget (earlier runs' counted), strategy and its options,
+    space, seed, batch size, how many finalists are re-timed, and the objectives."""
+
     trials: int = 64  # total search trials for the task, counting earlier runs'
     strategy: str = DEFAULT
     seed: int = 0

@@ -1,0 +1,151 @@
+"""Attention as one call: softmax(Q K^T x scale + mask) V, found in a Relax module before
+lowering, becomes torch's `scaled_dot_product_attention` (on a CPU its flash-attention kernel:
+the scores are never written out whole, and the softmax runs on blocks in cache).
+
+The chain, each binding used only by the next, from a `matmul` of two activations:
+
+    s = matmul(q, kt)            kt: K transposed (its last two axes swapped: passed as K where
+                                 it is a permute_dims of one, else transposed back in torch);
+                                 torch.export writes a 4-D matmul as a 3-D one of its operands
+                                 broadcast and merged (reshape), which are looked through
+    s = s * c  or  s / c         scalar constants, any number of them: the scale (default 1)
+    s = s + mask                 an additive mask broadcast to s (a tensor, or a constant)
+    s = where(cond, fill, s)     a constant condition (a causal mask): an additive constant mask
+    p = softmax(s, axis=-1)
+    o = matmul(p, v)             v looked through as q and kt are
+
+with reshapes and same-shape broadcasts anywhere between (the 3-D matmul's scores made 4-D and
+back); the call's output takes `o`'s shape.
+
+q, k, v of rank 3 or 4, float32. What is found is data (`Attention`); model/torch_ops.py makes
+it a call of its registered `attention`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .dataflow import bindings_of, dtype_of, first_users, scalar_operand, shape_of, uses, value_of
+
+
+@dataclass
+class Attention:
+    """One attention: `last` the binding whose value the call replaces; `k` is K itself, or K
+    transposed where `transposed`."""
+
+    q: object
+    k: object
+    v: object
+    last: object
+    transposed: bool = False
+    scale: float = 1.0
+    mask: object = None  # a Relax expression added to the scores, or None
+    chain: list = field(default_factory=list)  # every call replaced, the first matmul first
+
+
+def find_attention(func) -> list[Attention]:
+    """Every attention of a Relax function (see the module's docstring)."""
+    counts, users = uses(func), first_users(func)
+    values = {b.var: b.value for b in bindings_of(func)}
+    found = []
+    for binding in bindings_of(func):
+        site = _start(binding.value, values)
+        if site is not None and _follow(site, binding.var, counts, users, values):
+            found.append(site)
+    return found
+
+
+def _start(call, values: dict) -> Attention | None:
+    """A matmul of two float32 activations of rank 3 or 4: the scores, if attention follows."""
+    from tvm import relax
+    from tvm.ir.expr import Constant
+
+    if not (_op(call) == "relax.matmul" and dtype_of(call) == "float32" and len(shape_of(call)) in (3, 4)):
+        return None
+    if any(isinstance(a, Constant) for a in call.args):
+        return None
+    q, kt = (_peel(a, values) for a in call.args)
+    rank = len(shape_of(q))
+    if rank not in (3, 4) or len(shape_of(kt)) != rank:
+        return None
+    site = Attention(q, kt, None, call, transposed=True, chain=[call])
+    source = values.get(kt) if isinstance(kt, relax.Var) else None
+    if _op(source) == "relax.permute_dims" and _swaps_last_two(source, rank):
+        site.k, site.transposed = source.args[0], False
+    return site
+
+
+def _peel(expr, values: dict):
+    """The tensor `expr` is a view of: through same-shape broadcasts, and reshapes that only
+    merge or split the leading (batch) axes."""
+    while _op(values.get(expr)) in ("relax.reshape", "relax.broadcast_to"):
+        source = values[expr].args[0]
+        if shape_of(source)[-2:] != shape_of(expr)[-2:] or np.prod(shape_of(source)) != np.prod(shape_of(expr)):
+            break
+        expr = source
+    return expr
+
+
+def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bool:
+    """Extends the site along the chain; True where it ends in softmax then a matmul by V."""
+    stage, rank = "scores", len(shape_of(site.q))
+    while counts.get(var) == 1 and var in users:
+        call = users[var].value
+        name = _op(call)
+        if name in ("relax.reshape", "relax.broadcast_to") and np.prod(shape_of(call)) == np.prod(shape_of(var)):
+            pass
+        elif stage == "scores" and name in ("relax.multiply", "relax.divide") and scalar_operand(call, var) is not None \
+                and (name == "relax.multiply" or call.args[0].same_as(var)):
+            value = scalar_operand(call, var)
+            site.scale *= value if name == "relax.multiply" else 1 / value
+        elif stage == "scores" and name == "relax.add" and site.mask is None and _mask(call, var) is not None \
+                and len(shape_of(call)) == rank:
+            site.mask = _mask(call, var)
+        elif stage == "scores" and name == "relax.where" and site.mask is None and _causal(call, var) is not None \
+                and len(shape_of(call)) == rank:
+            site.mask = _causal(call, var)
+        elif stage == "scores" and name == "relax.nn.softmax" and int(call.attrs.axis) in (-1, len(shape_of(call)) - 1):
+            stage = "probabilities"
+        elif stage == "probabilities" and name == "relax.matmul" and call.args[0].same_as(var) \
+                and dtype_of(call.args[1]) == "float32":
+            site.v, site.last = _peel(call.args[1], values), call
+            site.chain.append(call)
+            return shape_of(site.v)[:-2] == shape_of(site.q)[:-2]
+        else:
+            return False
+        site.chain.append(call)
+        var = users[var].var
+    return False
+
+
+def _mask(call, var):
+    """The other operand of `scores + other`, where it broadcasts to the scores (float32)."""
+    other = call.args[1] if call.args[0].same_as(var) else call.args[0]
+    if other.same_as(var) or dtype_of(other) != "float32" or shape_of(call) != shape_of(var):
+        return None
+    return other
+
+
+def _causal(call, var):
+    """where(cond, fill, scores) with a constant condition and a scalar fill: the same as adding
+    a constant mask (fill where cond, 0 elsewhere), as a Relax constant."""
+    from tvm import relax
+    from tvm.ir.expr import Constant
+
+    cond, fill, scores = call.args
+    if not (scores.same_as(var) and isinstance(cond, Constant) and isinstance(fill, Constant)
+            and value_of(fill).size == 1):
+        return None
+    value = float(value_of(fill))
+    mask = np.where(value_of(cond), max(value, float(np.finfo(np.float32).min)), 0.0).astype(np.float32)
+    return relax.const(mask)
+
+
+def _swaps_last_two(call, rank: int) -> bool:
+    axes = [int(a) for a in call.attrs.axes] if call.attrs.axes is not None else list(range(rank))[::-1]
+    return axes == [*range(rank - 2), rank - 1, rank - 2]
+
+
+def _op(call) -> str:
+    return getattr(getattr(call, "op", None), "name", "")
