@@ -6,12 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast browser bench leaderboard clean
+.PHONY: demo test test-fast browser bench leaderboard docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[torch,search,test,agents,cluster,report]"
+	$(BIN)/pip install --quiet -e ".[torch,search,test,agents,cluster,report,docs]"
 	touch $(STAMP)
 
 # the HTML report's tests open it in a real headless browser: Debian's chromium, installed here
@@ -22,6 +22,10 @@ browser:
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
 	  echo "no chromium and no way to install it here: the report's browser tests will skip"
+
+# the docs site from docs/ and the docstrings, into site/ (open site/index.html)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: $(STAMP)
 	$(BIN)/tensortune tune conv1d-1024 --trials 64 --db tensortune.db
