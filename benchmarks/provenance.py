@@ -10,9 +10,15 @@ from datetime import datetime, timezone
 
 
 def revision() -> str:
-    """The checkout's commit, '-dirty' when tracked files differ from it."""
-    return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
+    """The checkout's commit, '-dirty' when tracked files other than results files differ from
+    it (a results file being written, or one from an earlier run, says nothing about the code)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ":/", ":(exclude,top)benchmarks/results")
+    return commit + ("-dirty" if changed else "")
 
 
 def header(threads: int) -> list[str]:
