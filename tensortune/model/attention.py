@@ -99,12 +99,10 @@ def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bo
                 and (name == "relax.multiply" or call.args[0].same_as(var)):
             value = scalar_operand(call, var)
             site.scale *= value if name == "relax.multiply" else 1 / value
-        elif stage == "scores" and name == "relax.add" and site.mask is None and _mask(call, var) is not None \
-                and len(shape_of(call)) == rank:
-            site.mask = _mask(call, var)
-        elif stage == "scores" and name == "relax.where" and site.mask is None and _causal(call, var) is not None \
-                and len(shape_of(call)) == rank:
-            site.mask = _causal(call, var)
+        elif stage == "scores" and name in ("relax.add", "relax.where") and site.mask is None \
+                and len(shape_of(call)) == rank \
+                and (mask := (_mask if name == "relax.add" else _causal)(call, var)) is not None:
+            site.mask = mask
         elif stage == "scores" and name == "relax.nn.softmax" and int(call.attrs.axis) in (-1, len(shape_of(call)) - 1):
             stage = "probabilities"
         elif stage == "probabilities" and name == "relax.matmul" and call.args[0].same_as(var) \
