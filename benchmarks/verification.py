@@ -3,7 +3,10 @@
 For each workload, wrong kernels are made from its unscheduled TensorIR by editing its
 TVMScript (a dropped reduction term, the last row left unwritten, a neighbour's element read,
 an index mirrored, products rounded to float16, values clamped, small values flushed to zero,
-a write into an input, a loop one past the end with no guard). Each is compiled and put through every layer separately: the timed
+a write into an input, a loop one past the end with no guard, a transform coefficient off by
+one). The workloads: four operators, and the three kernels a 3x3 convolution becomes in
+Winograd F(4x4, 3x3) (model/winograd.py); its batch matmul also as a sketch point that packs
+the transformed weight (a layout-rewrite block), with the packing's read mirrored. Each is compiled and put through every layer separately: the timed
 uniform draw, the distinct-values, large and small draws, the exact integer draws, and the structural checks
 (output written everywhere, nothing written outside it, inputs unchanged). The table gives
 the share each layer catches alone and all of them together; then every wrong kernel goes
@@ -21,11 +24,44 @@ import re
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
+
+from provenance import header, publish
 
 WORKLOADS = [("gemm", "M=24,N=32,K=20"), ("conv1d", "M=40,N=9"), ("dwconv2d", "1,2,12,12,3"),
              (str(Path(__file__).parent.parent / "tests/operators/batch_matmul.py:batch_matmul"), "B=2,M=8,N=8,K=4")]
+WINOGRAD_KERNELS = ("winograd_input", "matmul", "fused_winograd_output")  # of a 3x3 convolution + ReLU
+
+
+@lru_cache(maxsize=None)
+def winograd_kernels() -> list:
+    """The kernels a 3x3 convolution (16 channels, 10x10, then ReLU) becomes in F(4x4, 3x3):
+    the input transform, the batch matmul reading the transformed weight (layout-free, so that
+    a sketch point packs it), the output transform with the ReLU."""
+    import torch
+
+    from tensortune.model import import_model
+    from tensortune.target import make_target
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU()).eval()
+    model = import_model("winograd", module, (torch.randn(1, 16, 10, 10),), make_target("cpu", 2).spec, winograd=True)
+    return [next(k.workload for k in model.kernels if k.name.startswith(prefix)) for prefix in WINOGRAD_KERNELS]
+
+
+def packed_kernel(wl) -> str | None:
+    """TVMScript of a sketch point of `wl` that packs a weight (a layout-rewrite block), or None."""
+    import random
+
+    from tensortune.space import make_space
+
+    space = make_space("sketch", wl, {"kind": "llvm"})
+    for seed in range(32):
+        script = space.apply(space.sample(random.Random(seed))).mod["main"].script()
+        if "layout_rewrite_preproc" in script:
+            return script
+    return None
 
 
 def _grid_before(lines: list[str], block: int) -> int:
@@ -151,24 +187,53 @@ def write_into_input(lines):
     return lines
 
 
+def transform_coefficient(lines):
+    """A Winograd transform's coefficient off by one (the first constant of the update that is
+    not 0 or 1)."""
+    update = _update_line(lines)
+    found = next((c for c in re.finditer(r"T\.float32\((-?[\d.]+)\)", lines[update])
+                  if float(c.group(1)) not in (0.0, 1.0)), None)
+    if found is None:
+        return None
+    changed = f"T.float32({float(found.group(1)) + 1})"
+    lines[update] = lines[update][:found.start()] + changed + lines[update][found.end():]
+    return lines
+
+
+def packed_read_mirrored(lines):
+    """The packing block (a layout rewrite) copying the weight's last axis mirrored: every
+    value packed, in the wrong place."""
+    start = next((i for i, line in enumerate(lines) if "layout_rewrite_preproc" in line), None)
+    if start is None:
+        return None
+    store = next(i for i in range(start, len(lines)) if re.match(r"\s+\w+\[[^\]]*\] = ", lines[i]))
+    read = re.search(r"= (\w+)\[([^\]]*)\]", lines[store])
+    name, index = read.groups()
+    parts = [p.strip() for p in index.split(",")]
+    parts[-1] = f"{_buffer_shape(lines, name)[-1] - 1} - {parts[-1]}"
+    lines[store] = lines[store].replace(f"{name}[{index}]", f"{name}[{', '.join(parts)}]", 1)
+    return lines
+
+
 MUTATIONS = {"dropped reduction term": dropped_term, "last row unwritten": last_row_unwritten,
              "loop one past the end, no guard": one_past_the_end, "neighbour element read": neighbour_read,
              "index mirrored": mirrored_index, "products rounded to float16": float16_products,
              "values clamped at 10": clamped, "small values flushed to 0": small_flushed,
-             "write into an input": write_into_input}
+             "write into an input": write_into_input, "transform coefficient off by one": transform_coefficient,
+             "packed weight read mirrored": packed_read_mirrored}
 LAYERS = ("uniform draw", "distinct draw", "large draw", "small draw", "exact draws",
           "NaN in the output (unwritten or overflowed)",
           "out-of-bounds write", "input changed")
 
 
-def mutants(wl):
-    """(name, compiled library path or the reason it could not be made) per mutation."""
+def mutants(text: str, names):
+    """(name, compiled library path or the reason it could not be made) per mutation named,
+    each an edit of the kernel `text` (TVMScript)."""
     import tvm
 
-    text = wl.prim_func().script()
     folder = Path(tempfile.mkdtemp(prefix="tensortune-mutants-"))
-    for name, mutate in MUTATIONS.items():
-        lines = mutate(text.splitlines())
+    for name in names:
+        lines = MUTATIONS[name](text.splitlines())
         if lines is None:
             yield name, None, "does not apply"
             continue
@@ -188,8 +253,8 @@ class MutantSpace:
 
     name = "mutants"
 
-    def __init__(self, wl):
-        self.workload, self.text = wl, wl.prim_func().script()
+    def __init__(self, wl, text: str):
+        self.workload, self.text = wl, text
 
     def apply(self, point):
         import tvm
@@ -199,14 +264,14 @@ class MutantSpace:
         return s_tir.Schedule(tvm.script.from_source("\n".join(lines)))
 
 
-def through_evaluators(wl, names: list[str]) -> list[tuple[str, str]]:
-    """(local status, batch status) of each named mutant, measured as candidates are."""
+def through_evaluators(wl, text: str, names: list[str]) -> list[tuple[str, str]]:
+    """(local status, batch status) of each named mutant of `text`, measured as candidates are."""
     from tensortune.measure.batch import BatchEvaluator
     from tensortune.measure.config import MeasureConfig
     from tensortune.measure.measurer import Measurer
     from tensortune.target import make_target
 
-    target, space = make_target("cpu", 2), MutantSpace(wl)
+    target, space = make_target("cpu", 2), MutantSpace(wl, text)
     config = MeasureConfig(threads=2, repeat=1, min_repeat_ms=1, final_repeat=1, final_min_repeat_ms=1)
     points = [{"mutation": name} for name in names]
     with Measurer(target.spec, config) as local, BatchEvaluator(target, config) as batch:
@@ -244,26 +309,33 @@ def false_rejections(trials: int) -> list[tuple[str, int, int]]:
     from tensortune.target import make_target
     from tensortune.tuning.tuner import TuneConfig, tune
     from tensortune.workloads import get_workload
+    from tensortune.workloads.kernel import KernelWorkload
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, shape in WORKLOADS:
-            wl = get_workload(name, shape)
-            space = "sketch" if wl.family.source else "cpu-template"
+        for wl in [get_workload(name, shape) for name, shape in WORKLOADS] + winograd_kernels():
+            space = "sketch" if isinstance(wl, KernelWorkload) or wl.family.source else "cpu-template"
             summary = tune(wl, make_target("cpu", 2), Database(f"{tmp}/v.db"), TuneConfig(trials=trials, space=space),
                            MeasureConfig(threads=2))
             out.append((wl.key, summary.trials, summary.failures.get("wrong", 0)))
     return out
 
 
-def _revision() -> str:
-    """The git commit the benchmark ran from, '+edits' when the working tree differed from it."""
-    import subprocess
+PACKED = ("packed weight read mirrored",)  # the mutations of a sketch point that packs a weight
 
-    def git(*args):
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
 
-    return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+edits" if git("status", "--porcelain", "--", "..") else "")
+def kernels_to_mutate():
+    """(workload, label, TVMScript, mutation names): each workload's unscheduled kernel with
+    every mutation but the packed one; a sketch point of the Winograd matmul that packs its
+    weight, with that one."""
+    from tensortune.workloads import get_workload
+
+    plain = [name for name in MUTATIONS if name not in PACKED]
+    for wl in [get_workload(name, shape) for name, shape in WORKLOADS] + winograd_kernels():
+        yield wl, wl.key, wl.prim_func().script(), plain
+        packed = packed_kernel(wl) if wl.name == "matmul" else None
+        if packed is not None:
+            yield wl, f"{wl.key} (packed)", packed, list(PACKED)
 
 
 def main() -> None:
@@ -271,18 +343,14 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=256, help="tuning trials per workload for the false rejections")
     parser.add_argument("--out", help="also write the table to this file")
     args = parser.parse_args()
-    from tensortune.target import cpu_model
-    from tensortune.workloads import get_workload
-
-    start = time.perf_counter()
+    head, start = header(2), time.perf_counter()  # the revision now: the code that measures
     rows, totals, caught_any, made = [], {layer: 0 for layer in LAYERS}, 0, 0
     refused = {"local": 0, "batch": 0}
-    for name, shape in WORKLOADS:
-        wl = get_workload(name, shape)
+    for wl, label, text, names in kernels_to_mutate():
         built = []
-        for mutation, path, why in mutants(wl):
+        for mutation, path, why in mutants(text, names):
             if path is None:
-                rows.append(f"  {wl.key:34} {mutation:34} {why}")
+                rows.append(f"  {label:34} {mutation:34} {why}")
                 continue
             layers = caught_by(path, wl)
             made += 1
@@ -290,13 +358,11 @@ def main() -> None:
             for layer in layers:
                 totals[layer] += 1
             built.append((mutation, ", ".join(sorted(layers)) or "NOT CAUGHT"))
-        for (mutation, layers), (local, batch) in zip(built, through_evaluators(wl, [m for m, _ in built])):
+        for (mutation, layers), (local, batch) in zip(built, through_evaluators(wl, text, [m for m, _ in built])):
             refused["local"] += local != "ok"
             refused["batch"] += batch != "ok"
-            rows.append(f"  {wl.key:34} {mutation:34} {layers}   [local: {local}, batch: {batch}]")
-    lines = [f"command: python benchmarks/verification.py {' '.join(sys.argv[1:])}   (code {_revision()}, run alone)",
-             f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, machine {cpu_model()}",
-             "", "wrong kernels, the layers that catch each alone, [and its status through each evaluator]:", *rows, "",
+            rows.append(f"  {label:34} {mutation:34} {layers}   [local: {local}, batch: {batch}]")
+    lines = [*head, "", "wrong kernels, the layers that catch each alone, [and its status through each evaluator]:", *rows, "",
              f"share caught, of {made} wrong kernels:"]
     lines += [f"  {layer:44} {totals[layer] / max(made, 1):6.0%}" for layer in LAYERS]
     lines += [f"  {'overall':44} {caught_any / max(made, 1):6.0%}", "",
@@ -306,10 +372,7 @@ def main() -> None:
               f"correct kernels rejected while tuning ({args.trials} trials each):"]
     lines += [f"  {key:34} {rejected} of {measured}" for key, measured, rejected in false_rejections(args.trials)]
     lines.append(f"\n{time.perf_counter() - start:.0f} s")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    publish("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

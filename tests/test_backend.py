@@ -135,7 +135,7 @@ def test_a_convolution_region_keeps_the_build_calling_torch_checked_on_its_own_i
     from tensortune.model import zoo
 
     def torch_ops_fastest(label, measure):  # a test double for the build-time timings
-        return {"eager": 2e-3, "torch ops": 1e-3, "region": 1e-3}.get(label, 3e-3)
+        return {"eager": 2e-3, "torch ops": 1e-3, "region": 1e-3, "graph": 1e-3}.get(label, 3e-3)
 
     monkeypatch.setattr(tensortune.deploy.backend.Backend, "timer", staticmethod(torch_ops_fastest))
     torch.manual_seed(0)
@@ -285,3 +285,72 @@ def test_tune_model_tunes_what_tvm_takes_and_leaves_the_rest_to_torch(tmp_path, 
     assert built == {task["kernel"] for task in summary["tasks"]}
     code, _, err = in_process_cli("tune-model", f"{PARTIAL}:with_erfinv", "--out", "here", "--db", "t.db", cwd=tmp_path)
     assert code == 2 and err.startswith("error:") and "cannot be exported" in err and len(err.strip().splitlines()) == 1
+
+
+def test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_still_split():
+    """A test double stands in for TVM's import: it counts what it is asked to convert, and
+    fails a graph only where a tanh and a sigmoid are in it together. Every node is tried alone
+    once per signature (none fails alone); the region holding both fails, and the halving
+    splits it at a node; a second partition of the same graph tries nothing alone again."""
+    from tensortune.model.partition import capture, partition
+    from tensortune.target import make_target
+
+    class Converts:  # a test double of partition.Compiles
+        def __init__(self):
+            self.probes, self.calls = {}, []
+
+        def __call__(self, module, inputs):
+            names = {str(n.target) for n in module.graph.nodes if n.op == "call_function"}
+            self.calls.append(len(names))
+            if {"aten.tanh.default", "aten.sigmoid.default"} <= names:
+                raise RuntimeError("tanh and sigmoid together do not lower")
+
+    class TwoLayers(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.c(self.b(self.a(x).tanh()).sigmoid())
+
+    torch.manual_seed(0)
+    model, x = TwoLayers().eval(), torch.randn(2, 8)
+    converts, spec = Converts(), make_target("cpu", 2).spec
+    graph = capture(model, (x,))
+    parts = partition(graph, (x,), spec, converts=converts)
+    assert len(converts.probes) == 4  # permute, addmm (the three linear layers alike), tanh, sigmoid
+    assert parts.in_torch and all("together do not lower" in why for why in parts.refused.values())
+    assert not any({"aten.tanh.default", "aten.sigmoid.default"} <= {str(n.target) for n in r.module.graph.nodes}
+                   for r in parts.regions)
+    with torch.no_grad():
+        assert torch.allclose(parts.graph(x), model(x))
+    first = len(converts.calls)
+    converts.calls.clear()
+    partition(graph, (x,), spec, converts=converts)
+    assert first - len(converts.calls) == 4  # the same regions and halves again, no node alone
+
+
+def test_past_its_compile_budget_a_graph_runs_in_pytorch_and_says_so(tmp_path):
+    model, x = with_erfinv()
+    with pytest.warns(TensortuneWarning, match="compile budget"):
+        fast, backend = compiled(model, db=str(tmp_path / "t.db"), compile_budget_s=1e-6)
+        with torch.no_grad():
+            assert torch.allclose(fast(x), model(x))
+    assert not backend.regions and backend.share_in_tvm == 0
+    with pytest.raises(UserError, match="compile_budget_s must be a positive"):
+        tensortune.backend(compile_budget_s=0)
+
+
+def test_a_compiled_graph_slower_than_eager_as_a_whole_runs_as_dynamo_gave_it(tmp_path, monkeypatch):
+    """Its regions beat their own graphs (decomposed ATen), and the whole still loses to eager:
+    dynamo's graph runs as it came, and the warning says so."""
+    def region_wins_graph_loses(label, measure):  # a test double for the build-time timings
+        return {"eager": 2e-3, "region": 1e-3, "tvm": 1e-3, "torch ops": 1.5e-3, "graph": 3e-3}.get(label, 3e-3)
+
+    monkeypatch.setattr(tensortune.deploy.backend.Backend, "timer", staticmethod(region_wins_graph_loses))
+    model, x = with_erfinv()
+    with pytest.warns(TensortuneWarning, match="graph 1 runs in PyTorch: compiled, it took 3.000 ms"):
+        fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+        with torch.no_grad():
+            assert torch.allclose(fast(x), model(x))
+    assert backend.regions == [] and backend.share_in_tvm == 0 and backend.in_eager

@@ -496,3 +496,47 @@ def test_tvm_kernels_run_on_torchs_openmp_threads_once_registered(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     before, after = map(int, done.stdout.split())
     assert after == before  # TVM's pool would have added its worker
+
+
+class ThreeByThree(torch.nn.Module):
+    """Two 3x3 convolutions with batch norm, ReLU and a residual add, as in a ResNet block, on
+    a 10x10 image: the Winograd tiles (4x4) overrun its edge."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.a, self.b = (torch.nn.Conv2d(channels, channels, 3, padding=1) for _ in range(2))
+        self.norm = torch.nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        return torch.relu(self.b(torch.relu(self.norm(self.a(x)))) + x)
+
+
+def test_3x3_convolutions_become_winograd_kernels_that_match_torch():
+    """F(4x4, 3x3): each convolution becomes an input transform, a batch matmul with the weight
+    transformed once at import, and an output transform the epilogue fuses into; the build
+    matches torch within the expected error the transform's amplification gives, and one
+    wrong coefficient of the transform is far outside it."""
+    from tensortune.model import winograd
+
+    torch.manual_seed(0)
+    target, channels = make_target("cpu", 2), 16
+    module, inputs = ThreeByThree(channels).eval(), (torch.randn(1, channels, 10, 10),)
+    assert not any("winograd" in k.name for k in import_model("block", module, inputs, target.spec).kernels)  # opt-in
+    model = import_model("block", module, inputs, target.spec, winograd=True)
+    names = [k.name for k in model.kernels]
+    assert not any("conv2d" in name for name in names), names
+    assert sum(k.calls for k in model.kernels if k.name.startswith("winograd_input")) == 2
+    assert any(name.startswith("fused_winograd_output") and "relu" in name for name in names), names
+    bound = winograd.expected_error(4, channels)
+    assert winograd.tile_for(channels) == 4 and bound <= tolerance("float32")
+    assert build_checked(model, target, {}, {}, seed=1).error <= bound
+
+    right = winograd.MATRICES[4]
+    wrong = (right[0], right[1], right[2].copy())
+    wrong[2][1, 3] = 3  # A^T's 2 read as 3: one output of each tile's row and column wrong
+    try:
+        winograd.MATRICES[4] = wrong
+        with pytest.raises(UserError, match="differs from torch"):
+            build_checked(import_model("block", module, inputs, target.spec, winograd=True), target, {}, {}, seed=1)
+    finally:
+        winograd.MATRICES[4] = right

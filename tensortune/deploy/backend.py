@@ -37,7 +37,8 @@ class BackendConfig:
     trials: int | None = None  # mode="tune": the budget per region (default: 32 per tunable kernel)
     space: str = "sketch"
     threads: int | None = None  # default: the cores this process may use
-    progress: bool = True  # mode="tune": a line per round on standard error
+    progress: bool = True  # a line on standard error per stage of a compile past a few seconds (and per tuning round)
+    compile_budget_s: float | None = None  # seconds a graph's compile may take; past them the rest runs in PyTorch
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -46,13 +47,16 @@ class BackendConfig:
             raise UserError("torch_ops takes a list of operator names, as ['aten.gelu.default'] or ['gelu']")
         if self.trials is not None and self.trials < 1:
             raise UserError(f"trials must be at least 1, got {self.trials}")
+        if self.compile_budget_s is not None and not self.compile_budget_s > 0:
+            raise UserError(f"compile_budget_s must be a positive number of seconds, got {self.compile_budget_s}")
 
 
 class Backend:
     """A torch.compile backend (call it as dynamo does: graph module, example inputs) that
     keeps what it compiled: `regions` (TVMRegion, each with its build and check), per graph
-    the operators left in PyTorch (`in_torch`), and the regions TVM converted but PyTorch runs,
-    with why (`in_eager`: a failed build, or eager was faster)."""
+    the operators left in PyTorch (`in_torch`) and why TVM refused those it has converters for
+    (`refused`), and the regions TVM converted but PyTorch runs, with why (`in_eager`: a
+    failed build, or eager was faster) and their operators (`eager_operators`)."""
 
     # times a region's call and eager's, as model.build's Timer; tests inject theirs
     timer: Callable = staticmethod(timed_now)
@@ -62,6 +66,18 @@ class Backend:
         self.regions: list = []
         self.in_torch: list[dict[str, int]] = []
         self.in_eager: dict[str, str] = {}
+        self.eager_operators = 0
+        self.refused: dict[str, str] = {}
+
+    @property
+    def share_in_tvm(self) -> float:
+        """Of the operators of every graph compiled, the share that runs in a TVM region (as a
+        TVM kernel or a vendor call from one)."""
+        from ..model.partition import operator_count
+
+        tvm = sum(operator_count(region.eager) for region in self.regions)
+        torch = self.eager_operators + sum(sum(left.values()) for left in self.in_torch)
+        return tvm / max(1, tvm + torch)
 
     def __call__(self, gm, example_inputs):
         """The graph with its TVM regions compiled; the graph itself (all PyTorch) where it
@@ -69,7 +85,7 @@ class Backend:
         import torch
 
         from ..measure.config import MeasureConfig
-        from ..model.partition import bind_inputs, capture, partition
+        from ..model.partition import SPENT, bind_inputs, capture, operator_count, partition
         from ..target import make_target
 
         if not all(isinstance(x, torch.Tensor) for x in example_inputs):
@@ -84,26 +100,60 @@ class Backend:
         # (a batch norm's statistics into the convolution's weight)
         weights = _frozen(gm, example_inputs)
         inputs = tuple(x for i, x in enumerate(example_inputs) if i not in weights)
+        clock = Clock(f"graph {len(self.in_torch) + 1}", self.config.compile_budget_s, self.config.progress)
         try:
             target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
             frozen = bind_inputs(gm, weights, len(example_inputs)) if weights else gm
-            parts = partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops))
+            clock.stage("capturing and partitioning")
+            parts = partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops),
+                              deadline=clock.deadline)
         except Exception as err:  # TVM's and torch's assorted errors: the graph runs as it is, never breaks
             _warn(f"a graph runs in PyTorch: {err if isinstance(err, UserError) else type(err).__name__ + ': ' + str(err)[:300]}")
             return gm.forward
         self.in_torch.append(parts.in_torch)
-        for region in parts.regions:
-            compiled = _region(region, self.config, self.timer)
+        self.refused.update(parts.refused)
+        if SPENT in parts.refused.values():
+            _warn(f"graph {len(self.in_torch)} runs in PyTorch in part or whole: {clock.over() or SPENT}")
+        kept = []
+        for number, region in enumerate(parts.regions):
+            clock.stage(f"building {region.name} ({number + 1} of {len(parts.regions)}, {region.nodes} operators)")
+            compiled = clock.over() or _region(region, self.config, self.timer, clock.deadline)
             if isinstance(compiled, str):  # it stays the region's own graph, run by PyTorch
                 self.in_eager[f"{region.name} of graph {len(self.in_torch)}"] = compiled
+                self.eager_operators += region.nodes
                 _warn(f"{region.name} ({region.nodes} operators) runs in PyTorch: {compiled}")
             else:
                 setattr(parts.graph, region.name, compiled)
-                self.regions.append(compiled)
-        if not weights:
-            return parts.graph
+                kept.append(compiled)
         graph = parts.graph
-        return lambda *args: graph(*[x for i, x in enumerate(args) if i not in weights])
+        compiled = graph if not weights else lambda *args: graph(*[x for i, x in enumerate(args) if i not in weights])
+        clock.stage("timing the compiled graph against eager")
+        slower = _slower_than_eager(compiled, gm, example_inputs, kept, self.timer, target.threads)
+        clock.stage("done")
+        if slower:  # its regions may beat theirs, and the rest still lose: decomposed, split, called through DLPack
+            _warn(f"graph {len(self.in_torch)} runs in PyTorch: {slower}")
+            self.in_eager.update({f"{r.name} of graph {len(self.in_torch)}": slower for r in kept})
+            self.eager_operators += sum(operator_count(r.eager) for r in kept)
+            return gm.forward
+        self.regions += kept
+        return compiled
+
+
+def _slower_than_eager(compiled, gm, example_inputs, kept: list, timer: Callable, threads: int) -> str:
+    """Why the compiled graph is not kept, if dynamo's own graph (what eager runs) is faster
+    than it on the example inputs; "" otherwise, or where no region runs in TVM. Each region
+    is checked again on the user's first call, as if never called."""
+    from ..model.vm import torch_seconds
+
+    if not kept:
+        return ""
+    ours = timer("graph", lambda: torch_seconds(lambda: compiled(*example_inputs), threads))
+    eager = timer("eager", lambda: torch_seconds(lambda: gm(*example_inputs), threads))
+    for region in kept:
+        region.checked = False
+    if eager >= ours:
+        return ""
+    return f"compiled, it took {ours * 1e3:.3f} ms a call against eager's {eager * 1e3:.3f} ms"
 
 
 def _frozen(gm, example_inputs) -> dict:
@@ -153,7 +203,38 @@ def _checked(options: dict) -> BackendConfig:
     return config
 
 
-def _region(region, config: BackendConfig, timer: Callable):
+class Clock:
+    """A graph's compile: its budget (`deadline`, on time.perf_counter's clock) and its progress,
+    a line on standard error per stage once the compile has taken a few seconds."""
+
+    QUIET_S = 3.0  # a compile shorter than this says nothing
+
+    def __init__(self, name: str, budget_s: float | None, progress: bool):
+        import time
+
+        self.name, self.budget_s, self.progress = name, budget_s, progress
+        self.start = time.perf_counter()
+        self.deadline = None if budget_s is None else self.start + budget_s
+
+    def elapsed(self) -> float:
+        import time
+
+        return time.perf_counter() - self.start
+
+    def stage(self, what: str) -> None:
+        import sys
+
+        if self.progress and self.elapsed() > self.QUIET_S:
+            print(f"tensortune: {self.name}: {what} ({self.elapsed():.0f} s)", file=sys.stderr, flush=True)
+
+    def over(self) -> str:
+        """Why nothing more is compiled ("" while within the budget)."""
+        if self.budget_s is None or self.elapsed() <= self.budget_s:
+            return ""
+        return f"the compile budget of {self.budget_s:g} s (compile_budget_s) was spent"
+
+
+def _region(region, config: BackendConfig, timer: Callable, deadline: float | None = None):
     """A region as a TVMRegion, or why PyTorch runs it instead: it cannot be built or checked,
     or it was slower than eager, both called as the compiled graph calls them (torch tensors
     in and out: the VM's call and DLPack's wrapping count, which a small region feels)."""
@@ -177,7 +258,7 @@ def _region(region, config: BackendConfig, timer: Callable):
             trials = config.trials or default_trials(model)
             tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
                        _progress(region.name) if config.progress else lambda *_: None)
-        built = build_model(model, target, db, timer=timer)  # times eager on the region's own inputs too
+        built = build_model(model, target, db, timer=timer, deadline=deadline)  # times eager on the region's own inputs too
         compiled = TVMRegion(built, region.module)
         ours = timer("region", lambda: torch_seconds(lambda: compiled(*region.inputs), measure.threads))
         eager = built.timed["eager"]

@@ -8,6 +8,7 @@ back to its default in turn; it is named in the result and stays at its default.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -97,12 +98,14 @@ def timed_now(label: str, measure: Callable[[], float]) -> float:
 
 
 def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 1,
-                progress: Callable[[str], None] = lambda _: None, timer: Timer = timed_now) -> BuiltModel:
+                progress: Callable[[str], None] = lambda _: None, timer: Timer = timed_now,
+                deadline: float | None = None) -> BuiltModel:
     """Build with the best schedules; check against torch; fall back where a kernel is wrong.
     Where the model also has a build that calls torch (`with_torch_ops`), both are built and
     checked, timed end to end on the same inputs, and the faster is kept; if that is the one
-    calling torch, a few of its operations are tried back in TVM (_back_to_tvm). On a CPU the
-    kept build is also timed against torch eager on the same inputs (`slower_than_eager`)."""
+    calling torch, a few of its operations are tried back in TVM (_back_to_tvm), until
+    `deadline` (time.perf_counter's clock) if one is given. On a CPU the kept build is also
+    timed against torch eager on the same inputs (`slower_than_eager`)."""
     built = _build_best(model, target, db, seed)
     if target.spec["kind"] != "llvm":  # eager runs on this CPU, not on the target's device
         return built
@@ -118,7 +121,7 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
     timed["torch ops"] = timer("torch ops", lambda: vm_seconds(other.executable, inputs, target))
     if timed["tvm"] <= timed["torch ops"]:
         return replace(built, timed=timed)
-    chosen, seconds = _back_to_tvm(model, target, db, seed, other, timed["torch ops"], inputs, progress, timer)
+    chosen, seconds = _back_to_tvm(model, target, db, seed, other, timed["torch ops"], inputs, progress, timer, deadline)
     if chosen is not other:
         timed["mixed"] = seconds
     return replace(chosen, model=model, build=chosen.model, timed=timed,
@@ -130,13 +133,16 @@ MIX_MARGIN = 0.02  # kept there only where the model gets faster by more than th
 
 
 def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, best: BuiltModel, best_s: float,
-                 inputs, progress: Callable[[str], None], timer: Timer) -> tuple[BuiltModel, float]:
+                 inputs, progress: Callable[[str], None], timer: Timer,
+                 deadline: float | None) -> tuple[BuiltModel, float]:
     """Per operation, greedily: the smallest operations the kept build calls torch for (by
     FLOPs: where torch's call and the unfused epilogue cost most relative to the work) are put
     back in TVM one at a time, fused as in the all-TVM build (with its tuned schedules where
     the kernel is the same), and left there where the model is faster end to end."""
     _, met = dispatch_to_torch(model.source)
     for tried, (index, _) in enumerate(sorted(met, key=lambda site: site[1])[:MIX_TRIES]):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         candidate = torch_build(model, target.spec, best.build.kept_in_tvm | {index})
         if candidate is None:  # every operation back in TVM: the all-TVM build, already timed
             continue

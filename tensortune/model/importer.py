@@ -20,6 +20,7 @@ from ..errors import NotConvertible, UserError
 from ..workloads.kernel import KernelWorkload
 from .fast_math import fast_math
 from .layout import TVM_WEIGHTS, channels_last, mark_layout_free
+from .winograd import winograd as to_winograd
 from .torch_ops import dispatch_to_torch
 
 
@@ -114,14 +115,21 @@ def _check_made(spec: str, made):
 
 
 def import_model(name: str, module, example_inputs: tuple, target_spec: dict, torch_ops: bool = False,
-                 fixed_inputs: bool = False) -> ImportedModel:
+                 fixed_inputs: bool = False, winograd: bool = False) -> ImportedModel:
     """Export, convert, lower and fuse; a model that cannot make the way is a UserError that
     names the step and the cause. With `torch_ops` (CPU targets), also the build that calls
     torch for the operations it implements (model.torch_ops), where the model has any. With
-    `fixed_inputs`, builds are checked on the example inputs (see ImportedModel)."""
+    `fixed_inputs`, builds are checked on the example inputs (see ImportedModel). With
+    `winograd` (CPU targets), TVM's 3x3 convolutions are Winograd's (model/winograd.py): off
+    by default, as tuned at 16 trials a kernel they are slower than the direct ones
+    (benchmarks/results/all_tvm.txt)."""
     relax_mod = to_relax(name, module, example_inputs)
     cpu = target_spec["kind"] == "llvm"  # TVM's own kernels there read NHWC activations and HWIO weights
-    mod = lower_and_fuse(channels_last(relax_mod, TVM_WEIGHTS) if cpu else relax_mod, target_spec)
+    if cpu:
+        nhwc = channels_last(relax_mod, TVM_WEIGHTS)
+        mod = lower_and_fuse(to_winograd(nhwc) if winograd else nhwc, target_spec)
+    else:
+        mod = lower_and_fuse(relax_mod, target_spec)
     model = ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod), source=relax_mod,
                           fixed_inputs=fixed_inputs)
     if torch_ops and cpu:

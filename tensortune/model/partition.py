@@ -10,9 +10,13 @@ parent graph calls it where its nodes were and runs every other node in PyTorch.
 
 A converter can still fail on a node it claims, and a converted kernel can fail to compile
 (GPT-2 from `transformers`: its attention mask's cumsum over booleans, which TVM's LLVM
-code generator refuses): a region that does not convert and compile is cut in halves, in
-graph order, until the failing node is found; it is refused and the graph partitioned again.
-Each kernel is compiled alone at its default schedule for that check, once per kernel key.
+code generator refuses). So each node TVM would take is first tried alone: a graph of that
+one node, converted and its kernels compiled at their default schedules; what a node alone
+gives is decided once per signature (operator, its inputs' shapes and dtypes, its other
+arguments) for the process, so a model's repeated layers cost one try each. A region that
+still fails (nodes that fail only together) is cut in halves, in graph order, until the
+failing node is found; it is refused and the graph partitioned again. Each kernel is compiled
+once per kernel key.
 """
 from __future__ import annotations
 
@@ -54,17 +58,26 @@ def capture(module, example_inputs: tuple):
     return export("the graph", module, example_inputs).run_decompositions().module()
 
 
+SPENT = "the compile budget was spent"
+
+
 def partition(graph, example_inputs: tuple, target_spec: dict, torch_ops: frozenset[str] = frozenset(),
-              converts=None) -> Partitioned:
+              converts=None, deadline: float | None = None) -> Partitioned:
     """`graph` (from `capture`) split into TVM regions and PyTorch nodes. `torch_ops`: operator
     names (as `aten.gelu.default` or `gelu`) kept in PyTorch. `converts(module, inputs)` raises
-    for a region TVM cannot take (default: Compiles for the target); a graph whose
+    for a region TVM cannot take (default: Compiles for the target). Past `deadline` (on
+    time.perf_counter's clock) every node not yet decided is left to PyTorch. A graph whose
     partitioning does not settle is a UserError."""
+    import time
+
     converts = converts or Compiles(target_spec)
-    refused: dict[object, str] = {}
+    refused = _refused_alone(graph, torch_ops, converts, deadline)
     for _ in range(len(graph.graph.nodes) + 1):  # each pass refuses a node or ends
         fused = _fuse(graph, torch_ops, refused)
         regions = _regions(fused, example_inputs)
+        if regions and deadline is not None and time.perf_counter() > deadline:
+            refused.update(dict.fromkeys([n for r in regions for n in _operators(r.module)], SPENT))
+            continue
         failed = next(((r, reason) for r in regions for reason in [_why_not(converts, r)] if reason), None)
         if failed is None:
             _bind_weights(fused)
@@ -76,6 +89,72 @@ def partition(graph, example_inputs: tuple, target_spec: dict, torch_ops: frozen
         else:
             refused[node] = reason
     raise UserError(f"partitioning did not settle: {failed[0].name} keeps failing ({failed[1]})")
+
+
+def _refused_alone(graph, torch_ops: frozenset[str], converts, deadline: float | None) -> dict:
+    """The nodes TVM would take that fail alone, with why: each distinct signature tried
+    once, in the cache `converts` keeps (`probes`), else for this graph only; past `deadline`
+    the nodes not yet tried are refused as such."""
+    import time
+
+    tried = getattr(converts, "probes", {})
+    refused = {}
+    for node in graph.graph.nodes:
+        if (not _takes(node, supported_ops(), torch_ops) or node.target.__name__ == "getitem"
+                or not _tensors(node.meta.get("val"))):
+            continue  # a tuple's part (its producer decides), an assertion (nothing to compute alone)
+        signature = _signature(node)
+        if signature not in tried and deadline is not None and time.perf_counter() > deadline:
+            refused[node] = SPENT
+        elif signature not in tried:
+            tried[signature] = _why_not(converts, _alone(graph, node))
+        if tried[signature]:
+            refused[node] = tried[signature]
+    return refused
+
+
+def _tensors(value) -> bool:
+    """Whether a node's traced value is a tensor, or a tuple of them."""
+    import torch
+
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(isinstance(v, torch.Tensor) for v in value)
+    return isinstance(value, torch.Tensor)
+
+
+def _signature(node) -> tuple:
+    """What TVM's conversion and kernels of a node depend on: its operator, its inputs' shapes
+    and dtypes, its other arguments."""
+    import torch
+
+    def describe(arg):
+        if isinstance(arg, torch.fx.Node):
+            value = arg.meta.get("val")
+            return (tuple(value.shape), str(value.dtype)) if isinstance(value, torch.Tensor) else ("node", arg.name)
+        if isinstance(arg, (list, tuple)):
+            return tuple(describe(a) for a in arg)
+        return repr(arg)
+
+    return _op_name(node), describe(node.args), describe(tuple(sorted(node.kwargs.items())))
+
+
+def _alone(owner, node) -> Region:
+    """A graph of `node` alone, its inputs drawn like the values it was traced with (weights:
+    the weights themselves)."""
+    import torch
+
+    graph, places, values = torch.fx.Graph(), {}, []
+
+    def place(arg):
+        if arg not in places:
+            places[arg] = graph.placeholder(f"input{len(places)}")
+            value = _attribute(owner, arg.target) if arg.op == "get_attr" else _example(arg)
+            places[arg].meta["val"] = value
+            values.append(value)
+        return places[arg]
+
+    graph.output(graph.call_function(node.target, torch.fx.map_arg(node.args, place), torch.fx.map_arg(node.kwargs, place)))
+    return Region(node.name, torch.fx.GraphModule(torch.nn.Module(), graph), tuple(values), 1)
 
 
 def supported_ops() -> frozenset[str]:
@@ -97,13 +176,17 @@ def _fuse(graph, torch_ops: frozenset[str], refused: dict):
 
     class TVMSupport(OperatorSupportBase):
         def is_node_supported(self, submodules, node) -> bool:
-            name = _op_name(node)
-            return (node.op == "call_function" and node.target.__name__ in known
-                    and not {name, name.split(".")[1] if name.count(".") > 1 else name} & torch_ops
-                    and (name, node.name) not in refused_names)
+            return _takes(node, known, torch_ops) and (_op_name(node), node.name) not in refused_names
 
     partitioner = CapabilityBasedPartitioner(copy.deepcopy(graph), TVMSupport(), allows_single_node_partition=True)
     return partitioner.partition_and_fuse(prefix="tvm_region_")
+
+
+def _takes(node, known: frozenset[str], torch_ops: frozenset[str]) -> bool:
+    """Whether TVM's frontend has a converter for the node and the user left it to TVM."""
+    name = _op_name(node)
+    return (node.op == "call_function" and node.target.__name__ in known
+            and not {name, name.split(".")[1] if name.count(".") > 1 else name} & torch_ops)
 
 
 def _regions(fused, example_inputs: tuple) -> list[Region]:
@@ -189,11 +272,11 @@ def _culprit(region: Region, converts, reason: str):
     """
     from torch.fx.passes.utils.fuser_utils import fuse_as_graphmodule
 
-    nodes = _operators(region.module)
+    nodes, values = _operators(region.module), _recorded(region.module, region.inputs)
     while len(nodes) > 1:
         half = nodes[: len(nodes) // 2]
-        module, _, _ = fuse_as_graphmodule(region.module, half, "half")
-        reason_half = _why_not(converts, Region("half", module, _values(module), len(half)))
+        module, inputs, _ = fuse_as_graphmodule(region.module, half, "half")
+        reason_half = _why_not(converts, Region("half", module, tuple(values[n] for n in inputs), len(half)))
         nodes, reason = (half, reason_half) if reason_half else (nodes[len(nodes) // 2:], reason)
     return nodes[0], reason
 
@@ -202,19 +285,36 @@ def _operators(module) -> list:
     return [n for n in module.graph.nodes if n.op == "call_function"]
 
 
-def _values(module) -> tuple:
-    """Example inputs for a graph from the shapes its placeholders were traced with."""
+def operator_count(module) -> int:
+    """The operators a region's graph calls."""
+    return len(_operators(module))
+
+
+def _recorded(module, inputs: tuple) -> dict:
+    """Every node's value when the graph runs on `inputs`."""
     import torch
 
-    out = []
-    for node in module.graph.nodes:
-        if node.op == "placeholder":
-            val = node.meta.get("val")
-            if val is None or not isinstance(val, torch.Tensor):
-                raise UserError(f"no example value for {node.name}")
-            out.append(torch.randn(val.shape).to(val.dtype) if val.is_floating_point()
-                       else torch.zeros(val.shape, dtype=val.dtype))
-    return tuple(out)
+    values = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node):
+            values[node] = super().run_node(node)
+            return values[node]
+
+    with torch.no_grad():
+        Recorder(module).run(*inputs)
+    return values
+
+
+def _example(node):
+    """A value like the one `node` was traced with: floats drawn, integers zero (valid indices)."""
+    import torch
+
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        raise UserError(f"no example value for {node.name}")
+    return (torch.randn(value.shape).to(value.dtype) if value.is_floating_point()
+            else torch.zeros(value.shape, dtype=value.dtype))
 
 
 def _left_in_torch(fused) -> dict[str, int]:
@@ -235,9 +335,18 @@ class Compiles:
     """The check a region passes: imported as tune-model imports a model, each of its
     kernels compiled at its default schedule (a kernel seen before is not compiled again)."""
 
+    # per target, for the process: kernel key -> why it does not compile ("" if it does), and
+    # a node's signature -> why it does not convert and compile alone
+    _failed: dict[str, dict] = {}
+    _probes: dict[str, dict] = {}
+
     def __init__(self, target_spec: dict):
+        import json
+
         self.target_spec = target_spec
-        self.failed: dict[str, str] = {}  # kernel key -> why it does not compile ("" if it does)
+        key = json.dumps(target_spec, sort_keys=True)
+        self.failed = self._failed.setdefault(key, {})
+        self.probes = self._probes.setdefault(key, {})
 
     def __call__(self, module, inputs: tuple) -> None:
         from .importer import import_model
