@@ -10,9 +10,13 @@ eager's time spent in TVM's regions, why the rest runs in PyTorch, the max error
 eager (relative, as `tune-model` checks), and eager's time against the compiled model's.
 Then the ten slowest compiles.
 
+With `--tune-model TRIALS`, each model goes through `tensortune tune-model` instead (each
+model here is a factory, `benchmarks/coverage.py:llama`; a model TVM takes in part is split),
+at that budget, and its summary's figures are printed.
+
 Run alone on the machine:
     .venv/bin/python benchmarks/coverage.py [--models bert llama ...] [--timeout 600]
-        [--out benchmarks/results/coverage.txt]
+        [--tune-model TRIALS] [--out benchmarks/results/coverage.txt]
 """
 from __future__ import annotations
 
@@ -25,7 +29,6 @@ import sys
 import tempfile
 import time
 
-from provenance import header, publish
 
 THREADS = len(os.sched_getaffinity(0))
 WIDTH, LAYERS, HEADS, VOCAB, TOKENS = 128, 2, 4, 1024, 64  # every language model's size
@@ -137,6 +140,9 @@ MODELS = {
 }
 
 
+globals().update({name: make for name, (_, make) in MODELS.items()})  # FILE.py:FACTORY for tune-model
+
+
 def measure(name: str) -> dict:
     """In this process: the model compiled by tensortune's backend and by inductor, checked
     and timed against eager."""
@@ -177,6 +183,24 @@ def measure(name: str) -> dict:
             "graphs": len(backend.in_torch), "regions": len(backend.regions), "share_in_tvm": backend.share_in_tvm,
             "eager_share_in_tvm": min(1.0, in_tvm_eager / eager), "left_in_torch": left, "refused": backend.refused,
             "in_eager": backend.in_eager, "warnings": [str(w.message)[:300] for w in caught if "tensortune" in str(w.message)]}
+
+
+def tune_model(name: str, trials: int, timeout: float) -> dict:
+    """The model through `tensortune tune-model` at `trials`, in a fresh process: its summary."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            done = subprocess.run([sys.executable, "-m", "tensortune", "tune-model", f"{os.path.abspath(__file__)}:{name}",
+                                   "--trials", str(trials), "--db", f"{tmp}/t.db", "--json"],
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"model": name, "failed": f"no result within {timeout:.0f} s"}
+    if done.returncode != 0:
+        return {"model": name, "failed": f"exit {done.returncode}: {(done.stderr.strip().splitlines() or ['-'])[-1][:200]}"}
+    summary = json.loads(done.stdout)
+    return {"model": name, "seconds": time.perf_counter() - start, "trials": summary["trials"],
+            "error": summary["checked_against_torch"], "in_torch": summary.get("in_torch", {}).get("operators", {}),
+            "tuned_vs_eager": summary.get("end_to_end", {}).get("tuned_vs_eager")}
 
 
 def in_child(name: str, timeout: float) -> dict:
@@ -227,16 +251,26 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def main() -> None:
+    from provenance import header, publish  # here: tune-model loads this file as a module, from elsewhere
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS), metavar="MODEL")
     parser.add_argument("--timeout", type=float, default=600, help="seconds a model may take, all of it")
     parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--tune-model", type=int, metavar="TRIALS", help="through tune-model at this budget instead")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child)))
         return
     head = header(THREADS)
+    if args.tune_model:
+        rows = [tune_model(name, args.tune_model, args.timeout) for name in args.models]
+        publish("\n".join([*head, f"tune-model at {args.tune_model} trials, each model in a fresh process", "",
+                           *[f"{r['model']:13} " + (f"FAILED: {r['failed']}" if "failed" in r else
+                             f"{r['seconds']:6.0f} s  error {r['error']:.1e}  tuned {r['tuned_vs_eager'] or 0:.2f}x eager  "
+                             f"left in PyTorch: {r['in_torch'] or 'none'}") for r in rows]]), args.out)
+        return
     rows = []
     for name in args.models:
         rows.append(in_child(name, args.timeout))

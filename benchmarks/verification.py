@@ -36,7 +36,9 @@ WINOGRAD_KERNELS = ("winograd_input", "matmul", "fused_winograd_output")  # of a
 
 @lru_cache(maxsize=None)
 def winograd_kernels() -> list:
-    """The kernels a 3x3 convolution (16 channels, 10x10, then ReLU) becomes in F(4x4, 3x3):
+    """The kernels a 3x3 convolution (16 channels, 6x6: two 4x4 tiles a side, cropped; then ReLU)
+    becomes in F(4x4, 3x3) (small: a write one past the end of its output stays within the
+    guard bytes around it, 4 KiB, and corrupts no memory of this process):
     the input transform, the batch matmul reading the transformed weight (layout-free, so that
     a sketch point packs it), the output transform with the ReLU."""
     import torch
@@ -46,7 +48,7 @@ def winograd_kernels() -> list:
 
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU()).eval()
-    model = import_model("winograd", module, (torch.randn(1, 16, 10, 10),), make_target("cpu", 2).spec, winograd=True)
+    model = import_model("winograd", module, (torch.randn(1, 16, 6, 6),), make_target("cpu", 2).spec, winograd=True)
     return [next(k.workload for k in model.kernels if k.name.startswith(prefix)) for prefix in WINOGRAD_KERNELS]
 
 
@@ -55,8 +57,9 @@ def packed_kernel(wl) -> str | None:
     import random
 
     from tensortune.space import make_space
+    from tensortune.target import make_target
 
-    space = make_space("sketch", wl, {"kind": "llvm"})
+    space = make_space("sketch", wl, make_target("cpu", 2).spec)
     for seed in range(32):
         script = space.apply(space.sample(random.Random(seed))).mod["main"].script()
         if "layout_rewrite_preproc" in script:
@@ -77,14 +80,19 @@ def _update_line(lines: list[str]) -> int:
     return max(i for i, line in enumerate(lines) if re.match(r"\s+\w+\[[^\]]*\] = ", line))
 
 
+GRID = r"T\.grid\(((?:[^()]|\([^()]*\))*)\)"  # its extents may be typed: T.grid(T.int64(36), 8)
+
+
 def _extents(line: str) -> list[str]:
-    return [e.strip() for e in re.search(r"T\.grid\(([^)]*)\)", line).group(1).split(",")]
+    return [e.strip() for e in re.search(GRID, line).group(1).split(",")]
 
 
 def _set_extent(line: str, position: int, delta: int) -> str:
     extents = _extents(line)
-    extents[position] = str(int(extents[position]) + delta)
-    return re.sub(r"T\.grid\([^)]*\)", "T.grid(" + ", ".join(extents) + ")", line)
+    extents[position] = re.sub(r"\d+", lambda n: str(int(n.group(0)) + delta), extents[position].replace("int64", "INT"),
+                               count=1).replace("INT", "int64")
+    grid = re.search(GRID, line)
+    return line[:grid.start()] + "T.grid(" + ", ".join(extents) + ")" + line[grid.end():]
 
 
 def dropped_term(lines):
@@ -121,8 +129,8 @@ def _first_input_access(lines, update):
 
 
 def _buffer_shape(lines, name) -> list[int]:
-    text = re.search(rf"{name}: T\.Buffer\(\(([^)]*)\)", "\n".join(lines)).group(1)
-    return [int(x) for x in text.split(",") if x.strip()]
+    text = re.search(rf"{name}: T\.Buffer\(\(((?:[^()]|\([^()]*\))*)\)", "\n".join(lines)).group(1)
+    return [int(re.search(r"\d+", x).group(0)) for x in text.split(",") if x.strip()]
 
 
 def _edit_last_index(lines, how):
@@ -149,7 +157,7 @@ def mirrored_index(lines):
 def float16_products(lines):
     update = _update_line(lines)
     target, rhs = lines[update].split(" = ", 1)
-    out_dtype = re.findall(r'T\.Buffer\(\([^)]*\), "(\w+)"\)', "\n".join(lines))[-1]
+    out_dtype = re.findall(r'T\.Buffer\(\((?:[^()]|\([^()]*\))*\), "(\w+)"\)', "\n".join(lines))[-1]
     own = target.strip()
     if not rhs.startswith(own + " + "):
         return None
@@ -188,16 +196,16 @@ def write_into_input(lines):
 
 
 def transform_coefficient(lines):
-    """A Winograd transform's coefficient off by one (the first constant of the update that is
-    not 0 or 1)."""
-    update = _update_line(lines)
-    found = next((c for c in re.finditer(r"T\.float32\((-?[\d.]+)\)", lines[update])
-                  if float(c.group(1)) not in (0.0, 1.0)), None)
-    if found is None:
-        return None
-    changed = f"T.float32({float(found.group(1)) + 1})"
-    lines[update] = lines[update][:found.start()] + changed + lines[update][found.end():]
-    return lines
+    """A Winograd transform's coefficient off by one: the first constant other than 0 and 1
+    that a store multiplies by."""
+    for i, line in enumerate(lines):
+        if not re.match(r"\s+\w+\[[^\]]*\] = ", line):
+            continue
+        found = next((c for c in re.finditer(r"T\.float32\((-?[\d.]+)\)", line) if float(c.group(1)) not in (0.0, 1.0)), None)
+        if found is not None:
+            lines[i] = line[:found.start()] + f"T.float32({float(found.group(1)) + 1})" + line[found.end():]
+            return lines
+    return None
 
 
 def packed_read_mirrored(lines):

@@ -354,3 +354,44 @@ def test_a_compiled_graph_slower_than_eager_as_a_whole_runs_as_dynamo_gave_it(tm
         with torch.no_grad():
             assert torch.allclose(fast(x), model(x))
     assert backend.regions == [] and backend.share_in_tvm == 0 and backend.in_eager
+
+
+def tiny_llama():
+    """A 1-layer Llama from `transformers` built from its config (rotary embeddings, RMSNorm,
+    gated SiLU, grouped-query attention; random weights, nothing downloaded), 16 tokens: token
+    ids in, logits out. Its causal mask's cumsum over booleans does not compile in TVM."""
+    import transformers
+
+    config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                                      intermediate_size=64, vocab_size=128, max_position_embeddings=32)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+
+    class Logits(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = transformers.LlamaForCausalLM(config)
+
+        def forward(self, ids):
+            return self.model(ids, use_cache=False).logits
+
+    return Logits().eval(), (torch.randint(0, 128, (1, 16)),)
+
+
+@pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
+def test_a_rotary_decoder_splits_around_what_tvm_cannot_compile_in_both_paths(tmp_path, in_process_cli):
+    """Through the backend: most of its operators in TVM, the cumsum in PyTorch, the logits
+    match eager. Through tune-model (from a factory file), split the same way and checked."""
+    model, (ids,) = tiny_llama()
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad():
+        assert torch.allclose(fast(ids), model(ids), atol=1e-4)
+    assert backend.share_in_tvm >= 0.9 and {"aten.cumsum.default": 1} == {
+        op: n for left in backend.in_torch for op, n in left.items() if op != "aten._assert_tensor_metadata.default"}
+    factory = tmp_path / "llama.py"
+    factory.write_text(f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\nfrom test_backend import tiny_llama\n")
+    code, out, err = in_process_cli("tune-model", f"{factory}:tiny_llama", "--trials", "2", "--db", "t.db", "--json",
+                                    "--no-compare", cwd=tmp_path)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert "aten.cumsum.default" in summary["in_torch"]["operators"] and summary["checked_against_torch"] < 1e-3

@@ -29,6 +29,9 @@ TILES = (4, 2)  # m, outputs per tile side, the largest first (fewest multiplica
 # just within the model's end-to-end tolerance for float32 (3.5e-3): the bound is pessimistic
 # (the worst case's amplification), ResNet-18 all in F(4, 3) differs from torch by 6e-7
 ERROR_BUDGET = 3e-3
+# the block annotation saying how many terms each element sums, written out rather than as a
+# reduction: the kernel check's tolerance grows with it (measure/tasks.reduction_length)
+TERMS = "tensortune.summed_terms"
 OPAQUE = 8  # TVM's OpPatternKind kOpaque: FuseOps fuses nothing into the function
 MIN_CHANNELS = 16  # fewer input or output channels: the transforms cost more than they save
 
@@ -111,7 +114,9 @@ def input_transform(x, padding: tuple[int, int], out_hw: tuple[int, int], m: int
             [(bt[k // alpha, a] * bt[k % alpha, b], (a, b)) for a in range(alpha) for b in range(alpha)],
             lambda ab: read(p, c, *ab)))
 
-    return te.compute((alpha * alpha, n * tiles_h * tiles_w, int(x.shape[3])), value, name="winograd_input")
+    terms = int(max(np.count_nonzero(np.outer(row, col)) for row in bt for col in bt))
+    return te.compute((alpha * alpha, n * tiles_h * tiles_w, int(x.shape[3])), value, name="winograd_input",
+                      attrs={TERMS: terms})
 
 
 def output_transform(mm, batch: int, out_hw: tuple[int, int], m: int):
@@ -128,7 +133,8 @@ def output_transform(mm, batch: int, out_hw: tuple[int, int], m: int):
             [(at[k // m, a] * at[k % m, c], a * alpha + c) for a in range(alpha) for c in range(alpha)],
             lambda e: mm[e, p, o]))
 
-    return te.compute((batch, *out_hw, int(mm.shape[2])), value, name="winograd_output")
+    terms = int(max(np.count_nonzero(np.outer(row, col)) for row in at for col in at))
+    return te.compute((batch, *out_hw, int(mm.shape[2])), value, name="winograd_output", attrs={TERMS: terms})
 
 
 def _terms(coefficients, read):
