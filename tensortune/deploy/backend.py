@@ -125,6 +125,9 @@ class Backend:
             else:
                 setattr(parts.graph, region.name, compiled)
                 kept.append(compiled)
+        if not kept:  # nothing runs in TVM: dynamo's graph runs faster than its decomposed, split copy
+            clock.stage("done")
+            return gm.forward
         graph = parts.graph
         compiled = graph if not weights else lambda *args: graph(*[x for i, x in enumerate(args) if i not in weights])
         clock.stage("timing the compiled graph against eager")
@@ -141,12 +144,10 @@ class Backend:
 
 def _slower_than_eager(compiled, gm, example_inputs, kept: list, timer: Callable, threads: int) -> str:
     """Why the compiled graph is not kept, if dynamo's own graph (what eager runs) is faster
-    than it on the example inputs; "" otherwise, or where no region runs in TVM. Each region
-    is checked again on the user's first call, as if never called."""
+    than it on the example inputs; "" otherwise. Each region is checked again on the user's
+    first call, as if never called."""
     from ..model.vm import torch_seconds
 
-    if not kept:
-        return ""
     ours = timer("graph", lambda: torch_seconds(lambda: compiled(*example_inputs), threads))
     eager = timer("eager", lambda: torch_seconds(lambda: gm(*example_inputs), threads))
     for region in kept:
