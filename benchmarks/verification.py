@@ -229,7 +229,7 @@ MUTATIONS = {"dropped reduction term": dropped_term, "last row unwritten": last_
              "values clamped at 10": clamped, "small values flushed to 0": small_flushed,
              "write into an input": write_into_input, "transform coefficient off by one": transform_coefficient,
              "packed weight read mirrored": packed_read_mirrored}
-LAYERS = ("uniform draw", "distinct draw", "large draw", "small draw", "exact draws",
+LAYERS = ("crash of the checking process", "uniform draw", "distinct draw", "large draw", "small draw", "exact draws",
           "NaN in the output (unwritten or overflowed)",
           "out-of-bounds write", "input changed")
 
@@ -287,12 +287,28 @@ def through_evaluators(wl, text: str, names: list[str]) -> list[tuple[str, str]]
 
 
 def caught_by(path: str, wl) -> set[str]:
-    """The layers that each, alone, reject the kernel."""
+    """The layers that each, alone, reject the kernel, found in a process of its own: a kernel
+    writing far past its output's guard bytes corrupts the memory of the process calling it
+    (its crash counts as caught: no result comes of it)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tvm"])
+    try:
+        with ProcessPoolExecutor(1, mp_context=context) as alone:
+            return alone.submit(_caught_by, path, wl.ident).result()
+    except BrokenProcessPool:
+        return {"crash of the checking process"}
+
+
+def _caught_by(path: str, ident: tuple) -> set[str]:
     import numpy as np
 
     from tensortune.measure import runner, tasks
 
-    case = tasks.all_checks(wl.ident, 0)
+    case = tasks.all_checks(ident, 0)
     lib = runner.load(path, "cpu")
     dev = runner.device_of("cpu")
     caught = set()
