@@ -51,7 +51,7 @@ def test_a_tuned_convolution_reads_its_weight_packed_once_at_build():
     space = make_space("sketch", conv.workload, target.spec)
     func = space.apply(space.sample(random.Random(0))).mod["main"]
     assert "layout_rewrite_preproc" in func.script()
-    assert "layout_rewrite_preproc" not in prepack(with_schedules(model, target, {conv.name: func})).script()
+    assert "layout_rewrite_preproc" not in prepack(with_schedules(model, target, {conv.name: func}), {conv.name}).script()
     built = build_checked(model, target, {conv.name: func}, {conv.name: 1e-3}, seed=0)
     assert built.error <= tolerance("float32") and not built.fell_back
 
@@ -540,3 +540,22 @@ def test_3x3_convolutions_become_winograd_kernels_that_match_torch():
             build_checked(import_model("block", module, inputs, target.spec, winograd=True), target, {}, {}, seed=1)
     finally:
         winograd.MATRICES[4] = right
+
+
+class TorchSemantics(torch.nn.Module):
+    """Operations TVM's converter takes otherwise than torch: a cumulative sum over booleans
+    (int64 in torch: GPT-2's position ids), squeezes by negative and by size-2 dimensions
+    (DeBERTa's attention)."""
+
+    def forward(self, x):
+        counts = torch.cumsum(x > 0, dim=1) * 2 + torch.cumsum(x, dim=0).long()
+        squeezed = torch.ops.aten.squeeze.dims(x[None, :, None, :], [-2, 1])
+        return counts, squeezed * 3
+
+
+def test_operations_tvm_converts_otherwise_come_out_as_torch_computes_them():
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    model = import_model("semantics", TorchSemantics(), (torch.randn(3, 16),), target.spec)
+    built = build_model(model, target, Database(":memory:"), timer=lambda label, measure: 1.0)  # timings: a test double
+    assert built.error == 0.0

@@ -242,6 +242,7 @@ def _region(region, config: BackendConfig, timer: Callable, deadline: float | No
     from ..db import Database
     from ..measure.config import MeasureConfig
     from ..model import build_model, import_model, tune_model
+    from ..model.build import tuned_before
     from ..model.scheduler import default_trials
     from ..model.vm import torch_seconds
     from ..space.base import first_line
@@ -259,7 +260,9 @@ def _region(region, config: BackendConfig, timer: Callable, deadline: float | No
             trials = config.trials or default_trials(model)
             tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
                        _progress(region.name) if config.progress else lambda *_: None)
-        built = build_model(model, target, db, timer=timer, deadline=deadline)  # times eager on the region's own inputs too
+        # times eager on the region's own inputs too; operations tried back in TVM one by one only where tuned
+        built = build_model(model, target, db, timer=timer, deadline=deadline,
+                            mix=config.mode == "tune" or tuned_before(model, target, db))
         compiled = TVMRegion(built, region.module)
         ours = timer("region", lambda: torch_seconds(lambda: compiled(*region.inputs), measure.threads))
         eager = built.timed["eager"]

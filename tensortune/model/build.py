@@ -99,12 +99,12 @@ def timed_now(label: str, measure: Callable[[], float]) -> float:
 
 def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 1,
                 progress: Callable[[str], None] = lambda _: None, timer: Timer = timed_now,
-                deadline: float | None = None) -> BuiltModel:
+                deadline: float | None = None, mix: bool = True) -> BuiltModel:
     """Build with the best schedules; check against torch; fall back where a kernel is wrong.
     Where the model also has a build that calls torch (`with_torch_ops`), both are built and
     checked, timed end to end on the same inputs, and the faster is kept; if that is the one
-    calling torch, a few of its operations are tried back in TVM (_back_to_tvm), until
-    `deadline` (time.perf_counter's clock) if one is given. On a CPU the kept build is also
+    calling torch and `mix` is set, a few of its operations are tried back in TVM
+    (_back_to_tvm), until `deadline` (time.perf_counter's clock) if one is given. On a CPU the kept build is also
     timed against torch eager on the same inputs (`slower_than_eager`)."""
     built = _build_best(model, target, db, seed)
     if target.spec["kind"] != "llvm":  # eager runs on this CPU, not on the target's device
@@ -121,11 +121,21 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
     timed["torch ops"] = timer("torch ops", lambda: vm_seconds(other.executable, inputs, target))
     if timed["tvm"] <= timed["torch ops"]:
         return replace(built, timed=timed)
+    if not mix:
+        return replace(other, model=model, build=other.model, timed=timed, kept="torch ops")
     chosen, seconds = _back_to_tvm(model, target, db, seed, other, timed["torch ops"], inputs, progress, timer, deadline)
     if chosen is not other:
         timed["mixed"] = seconds
     return replace(chosen, model=model, build=chosen.model, timed=timed,
                    kept="mixed" if chosen is not other else "torch ops")
+
+
+def tuned_before(model: ImportedModel, target: Target, db: Database) -> bool:
+    """Whether the records hold tuning of any of the model's kernels on this hardware: without
+    any, an operation put back in TVM runs at its default schedule (serial on a CPU), and
+    trying each (a build and a timing, seconds apiece) rarely pays."""
+    return any((task.target, task.hardware) == (target.name, target.hardware) and task.space != DefaultSpace.name
+               for kernel in model.all_kernels() for task in db.tasks(kernel.workload.key))
 
 
 MIX_TRIES = 8  # operations tried back in TVM, the smallest first
@@ -190,7 +200,7 @@ def compile_model(model: ImportedModel, target: Target, funcs: dict):
     """The model with `funcs` swapped in (`with_schedules`), the weights of the tuned kernels
     prepacked (model/layout.py), built for the Relax VM by TVM's remaining passes (lowering the
     dataflow, memory planning)."""
-    return compile_for(prepack(with_schedules(model, target, funcs)), target.spec,
+    return compile_for(prepack(with_schedules(model, target, funcs), funcs), target.spec,
                        relax_pipeline=lowering(tvm_target(target.spec)))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import operator
 import warnings
 import importlib.util
 from dataclasses import dataclass
@@ -174,10 +175,53 @@ def to_relax(name: str, module, example_inputs: tuple):
 
         with warnings.catch_warnings():  # torch's deprecation notices, raised inside TVM's frontend
             warnings.simplefilter("ignore")
-            mod = from_exported_program(exported)
+            mod = from_exported_program(exported, custom_convert_map=CONVERTERS,
+                                        run_ep_decomposition=not _core_aten(exported))
     except Exception as err:
         raise NotConvertible(f"TVM's torch frontend cannot convert {name}: {type(err).__name__}: {first_message(err)}") from None
     return relax.transform.CanonicalizeBindings()(relax.transform.DecomposeOpsForInference()(mod))
+
+
+def _core_aten(exported) -> bool:
+    """Whether every operator of the program is already core ATen (a region of a partitioned
+    graph, or a node alone): decomposing it again changes nothing and costs torch a retrace
+    (0.4 s a region or probe, most of the backend's partitioning)."""
+    import torch
+
+    return all(node.target is operator.getitem or torch.Tag.core in getattr(node.target, "tags", ())
+               for node in exported.graph.nodes if node.op == "call_function")
+
+
+def _cumsum(node, importer):
+    """torch's cumsum: over booleans and integers it sums in int64 (TVM's converter keeps the
+    input's dtype, and LLVM's code generator refuses an add of booleans: GPT-2's mask)."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs["dim"]
+    dtype = node.kwargs.get("dtype")
+    if dtype is not None:
+        dtype = importer._convert_data_type(str(dtype), importer.env)
+    elif not str(x.ty.dtype).startswith(("float", "bfloat")):
+        dtype = "int64"
+    return importer.block_builder.emit(relax.op.cumsum(x, dim, dtype))
+
+
+def _squeeze(node, importer):
+    """torch's squeeze: of the dimensions named (all, if none is), those of size 1 go, counted
+    from the front (TVM's layout conversion runs out of memory on a negative axis: DeBERTa's
+    attention; its converter would squeeze every size-1 dimension where none named is 1)."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    shape = [int(d) for d in x.ty.shape]
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims", node.kwargs.get("dim", range(len(shape))))
+    axes = sorted({d % len(shape) for d in ([dims] if isinstance(dims, int) else dims) if shape[d] == 1})
+    return importer.block_builder.emit(relax.op.squeeze(x, axes)) if axes else x
+
+
+# our converters where TVM's differ from torch
+CONVERTERS = {"cumsum.default": _cumsum, **dict.fromkeys(("squeeze.default", "squeeze.dim", "squeeze.dims"), _squeeze)}
 
 
 def lower_and_fuse(mod, target_spec: dict):

@@ -37,13 +37,22 @@ def mark_layout_free(mod):
     return relax.transform.AttachAttrLayoutFreeBuffers()(mod)
 
 
-def prepack(mod):
-    """The module whose kernels may hold weight-rewriting blocks, with each block run once on
-    its constant weight at build and the kernels reading the result."""
+def prepack(mod, tuned) -> object:
+    """The module whose tuned kernels (the functions named in `tuned`) may hold
+    weight-rewriting blocks, with each block run once on its constant weight at build and the
+    kernels reading the result. The kernels at their default schedule hold none and are set
+    aside while TVM splits the blocks off: its pass fails on a kernel with no compute block
+    (a cumulative sum's scan)."""
+    import tvm
     from tvm import relax
 
-    mod = relax.transform.FoldConstant()(relax.transform.SplitLayoutRewritePreproc()(mod))
-    return relax.transform.DeadCodeElimination()(mod)
+    aside = {gv: func for gv, func in mod.functions.items()
+             if isinstance(func, tvm.tirx.PrimFunc) and gv.name_hint not in tuned}
+    split = relax.transform.SplitLayoutRewritePreproc()(
+        tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv not in aside}, attrs=mod.attrs))
+    for gv, func in aside.items():
+        split[gv] = func
+    return relax.transform.DeadCodeElimination()(relax.transform.FoldConstant()(split))
 
 
 def each_function(mod, rewriter):
