@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from tensortune.measure.result import Result
+from tensortune.result import Result
 from tensortune.space import make_space
 
 TABLES = Path(__file__).parent / "corpus" / "tables"

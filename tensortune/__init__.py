@@ -30,8 +30,8 @@ _EXPORTS = {
     "get_workload": "workloads", "workload": "workloads", "tune": "tuning.tuner", "TuneConfig": "tuning.tuner",
     "tune_shapes": "tuning.shapes",
     "MeasureConfig": "measure.config", "Measurer": "measure.measurer", "BatchEvaluator": "measure.batch",
-    "ReplayTable": "measure.replay", "Result": "measure.result", "Status": "measure.result",
-    "Label": "measure.result", "make_target": "target", "Database": "db", "load": "deploy.loader", "backend": "deploy.backend",
+    "ReplayTable": "measure.replay", "Result": "result", "Status": "result",
+    "Label": "result", "make_target": "target", "Database": "db", "load": "deploy.loader", "backend": "deploy.backend",
     "load_factory": "model", "import_model": "model", "tune_model": "model", "build_model": "model",
     "export_model": "model", "Workbench": "agents.workbench", "Budget": "agents.workbench",
 }

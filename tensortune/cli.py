@@ -21,7 +21,7 @@ from rich.table import Table
 from typer.exceptions import TyperException
 
 from .errors import UserError
-from .measure.result import Label
+from .result import Label
 from .search import DEFAULT, STRATEGIES, check_options, metaschedule, strategy_class
 from .space import KIND, SPACES, check_fits, default_space
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
-from .measure.result import BASELINES, Label, Result
+from .result import BASELINES, Label, Result
 from .points import point_from_json, point_key
 
 SCHEMA = """
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY,
     workload TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL, space TEXT NOT NULL,
     point TEXT NOT NULL,          -- canonical JSON (space.point_key): equal points, equal text
-    label TEXT NOT NULL,          -- measure.result.Label: search, final, naive, hand, default
+    label TEXT NOT NULL,          -- result.Label: search, final, naive, hand, default
     status TEXT NOT NULL, reason TEXT NOT NULL,
     latency_s REAL, spread REAL, runs TEXT NOT NULL, threads INTEGER, build_s REAL,
     created REAL NOT NULL

@@ -11,7 +11,7 @@ import os
 from typing import Iterable, TypeVar
 
 from .errors import UserError
-from .measure.result import Result
+from .result import Result
 
 NAMES = {"latency": "latency (s)", "build_s": "build time (s)"}  # what every record holds, all minimised
 RAPL = "/sys/class/powercap/intel-rapl:0/energy_uj"

@@ -3,7 +3,7 @@ latency grows with the distance of the register tile from a sweet spot; points t
 vectorise without unrolling 'fail to build' (a known infeasible region)."""
 import math
 
-from tensortune.measure.result import Result
+from tensortune.result import Result
 
 
 def synthetic_result(point: dict) -> Result:

@@ -11,7 +11,7 @@ import pytest
 from tensortune.costmodel import LENGTH, CostModel, FeatureExtractor, relevance
 from tensortune.costmodel.features import KERNEL
 from tensortune.costmodel.model import pretrained
-from tensortune.measure.result import Result
+from tensortune.result import Result
 from tensortune.search import make_strategy
 from tensortune.search.bo_prior import ModelPriorBO
 from tensortune.search.model_guided import ModelGuided

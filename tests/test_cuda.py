@@ -115,7 +115,7 @@ def test_the_best_imported_gpu_kernel_exports_with_its_binary(tmp_path):
     """Records of a GPU measured elsewhere (as `batch import` stores them) export here."""
     from tensortune.db import Database, Task
     from tensortune.deploy.exporter import export_best
-    from tensortune.measure.result import Result
+    from tensortune.result import Result
 
     wl = get_workload("gemm", "M=64,N=64,K=64")
     space = make_space("cuda-template", wl, GpuLimits().target())

@@ -10,7 +10,7 @@ from tensortune.measure.batch import BatchEvaluator
 from tensortune.measure.config import MeasureConfig, Timing
 from tensortune.measure.measurer import Measurer
 from tensortune.measure.replay import ReplayTable
-from tensortune.measure.result import Status
+from tensortune.result import Status
 from tensortune.target import make_target
 
 from mutants import MutantSpace, clamped_gemm

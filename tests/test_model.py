@@ -363,7 +363,7 @@ def test_kernels_of_the_build_far_behind_weigh_less_in_the_schedule(monkeypatch)
     """With two builds only the faster is kept: a kernel of the all-TVM build counts in
     proportion to how close that build is to the one calling torch. Timings injected (test
     doubles): the convolution 10 ms in TVM, the build calling torch 1 ms at its defaults."""
-    from tensortune.measure.result import Result, Status
+    from tensortune.result import Result, Status
     from tensortune.model import scheduler
     from tensortune.model.scheduler import TaskState
 

@@ -10,7 +10,7 @@ from browser import colours, figures, open_page
 
 from tensortune.db import Database, Record, Run, Task
 from tensortune.measure.config import MeasureConfig
-from tensortune.measure.result import Label, Result
+from tensortune.result import Label, Result
 from tensortune.report import history
 from tensortune.target import make_target
 from tensortune.tuning.tuner import TuneConfig, tune

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tensortune.measure.result import Result
+from tensortune.result import Result
 from tensortune.search import REPLAYABLE, make_strategy
 from tensortune.search.inner_search import evolve
 from tensortune.search.bo import log_expected_improvement, log_probability_feasible, screen

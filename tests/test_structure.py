@@ -76,6 +76,17 @@ def test_no_part_of_the_package_imports_another_that_imports_it_back():
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
 
 
+# parts that stand side by side: neither imports the other (their shared vocabulary, Result,
+# Status and Label, lies at the ground, in tensortune/result.py)
+SIDE_BY_SIDE = [("tensortune.search", "tensortune.measure"), ("tensortune.space", "tensortune.measure")]
+
+
+def test_search_space_and_measure_stand_side_by_side():
+    modules = _modules()
+    arrows = {(_part(name), _part(t)) for name, path in modules.items() for t in _imports(name, path, modules)}
+    assert not [(a, b) for a, b in SIDE_BY_SIDE if (a, b) in arrows or (b, a) in arrows]
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
@@ -84,7 +95,7 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_the_records_and_the_command_line_load_no_compiler():
     """Opening a database, reading results, or checking a command's names costs no TVM import
     (6 s on a slow machine)."""
-    code = ("import sys, tensortune.db, tensortune.cli, tensortune.points, tensortune.measure.result; "
+    code = ("import sys, tensortune.db, tensortune.cli, tensortune.points, tensortune.result; "
             "print(sorted(m for m in ('tvm', 'torch', 'xgboost') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -110,7 +110,7 @@ def test_the_best_is_the_fastest_verified_kernel_at_its_careful_timing(tmp_path)
     """naive and hand count; a point re-timed at the end counts with that timing, and one
     that failed its re-check not at all."""
     from tensortune.db import Task
-    from tensortune.measure.result import Result
+    from tensortune.result import Result
 
     db = Database(str(tmp_path / "t.db"))
     task = Task("gemm(M=4,N=4,K=65536)", "cpu", "hw", "sketch")

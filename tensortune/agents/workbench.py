@@ -21,8 +21,8 @@ from ..errors import UserError
 from ..measure.config import MeasureConfig
 from ..measure import make_evaluator
 from ..measure.evaluator import Evaluator
-from ..measure.result import Result
-from ..measure.result import Label, Status
+from ..result import Result
+from ..result import Label, Status
 from ..measure.roofline import floor_s, position
 from ..points import InvalidPoint, point_from_json, point_key
 from ..search.given import Given

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..measure.result import Result
+from ..result import Result
 from .features import FEATURE_SETS
 
 PRETRAINED = Path(__file__).parent / "pretrained"

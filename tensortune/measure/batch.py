@@ -32,7 +32,7 @@ from ..workloads import vendor
 from . import checks, cores, runner, tasks
 from .config import MeasureConfig, Timing
 from .measurer import Measurer, build_failure
-from .result import Label, Result
+from ..result import Label, Result
 
 MANIFEST, RESULTS = "manifest.json", "results.jsonl"
 VENDOR = Path(vendor.__file__)  # torch's operators, for the host's baselines

@@ -34,7 +34,7 @@ from . import cores, tasks
 from .config import MeasureConfig
 from .measurer import DrawSeeds, build_failure, run_result, schedule
 from .pool import Outcome, WorkerPool
-from .result import Result
+from ..result import Result
 
 DEVICE = "tensortune-device:"  # a node's custom resource: DEVICE + its hardware fingerprint
 RETRIES = 1  # a job whose actor died is sent again this many times

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..points import Point
-from .result import Result
+from ..result import Result
 
 
 class Evaluator(Protocol):

@@ -15,7 +15,7 @@ from ..points import InvalidPoint, Point, point_key
 from . import cores, tasks
 from .config import MeasureConfig
 from .pool import Outcome, WorkerPool
-from .result import Result, Status
+from ..result import Result, Status
 
 
 class Measurer:

@@ -12,7 +12,7 @@ import time
 
 from ..points import Point, point_from_json, point_key
 from .evaluator import Evaluator
-from .result import Label, Result
+from ..result import Label, Result
 
 
 class ReplayTable:

@@ -3,7 +3,7 @@ and read back. The scheduler measures it once; the build keeps it where tuning d
 from __future__ import annotations
 
 from ..db import Database, Task
-from ..measure.result import Label, Result
+from ..result import Label, Result
 from ..space.default import DefaultSpace
 from ..target import Target
 

@@ -24,7 +24,7 @@ from ..measure import make_evaluator
 from ..measure.evaluator import Evaluator
 from ..measure.config import MeasureConfig
 from ..errors import NotConvertible
-from ..measure.result import Label, Result, Status
+from ..result import Label, Result, Status
 from ..space.default import DefaultSpace
 from ..target import Target, check_runnable
 from ..tuning.round import TaskTuner, record, run_round

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 from .. import objectives
 from ..db import Database, Record, Task
-from ..measure.result import Label
+from ..result import Label
 from ..measure.roofline import ceilings
 from . import history, plots
 from .tables import _fmt, _ms

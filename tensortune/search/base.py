@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
-from ..measure.result import Result
+from ..result import Result
 from ..points import Point, point_key
 
 if TYPE_CHECKING:  # the space's type only: strategies and features load no TVM until they schedule

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from ..measure.result import Result
+from ..result import Result
 from ..points import Point, point_key
 from .base import Option, Strategy
 

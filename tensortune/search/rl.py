@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..measure.result import Result
+from ..result import Result
 from ..points import Point, point_key
 from .base import Strategy
 

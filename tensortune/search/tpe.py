@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ..measure.result import Result
+from ..result import Result
 from ..objectives import value
 from ..points import Point, point_key
 from .base import Option, Strategy

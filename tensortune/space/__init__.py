@@ -8,7 +8,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from ..errors import UserError
-from ..measure.result import BASELINES, Label
+from ..result import BASELINES, Label
 from ..target import GpuLimits
 from .base import KnobSpace
 

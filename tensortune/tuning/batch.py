@@ -23,7 +23,7 @@ from ..errors import UserError
 from ..measure.batch import BatchResults, BatchWriter, read_batch, result_of
 from ..measure.config import MeasureConfig
 from ..measure.measurer import Measurer
-from ..measure.result import Label
+from ..result import Label
 from ..measure.roofline import floor_s
 from ..points import InvalidPoint, Point, point_key
 from ..search.given import Given

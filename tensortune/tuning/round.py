@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..db import Database, Task
 from ..measure.evaluator import Evaluator
-from ..measure.result import Label, Result, Status
+from ..result import Label, Result, Status
 from ..points import Point
 from ..search.base import Strategy
 

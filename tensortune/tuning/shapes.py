@@ -24,7 +24,7 @@ from ..db import Database, Task
 from ..errors import UserError
 from ..measure import make_evaluator
 from ..measure.config import MeasureConfig
-from ..measure.result import Label, Result
+from ..result import Label, Result
 from ..measure.roofline import floor_s
 from ..points import Point, point_key
 from ..space import make_space

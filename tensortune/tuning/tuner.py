@@ -18,7 +18,7 @@ from ..db import Database, Task
 from ..measure import make_evaluator
 from ..measure.config import MeasureConfig
 from ..measure.evaluator import Evaluator
-from ..measure.result import Label, Result, Status
+from ..result import Label, Result, Status
 from ..measure.roofline import floor_s
 from ..objectives import pareto_front
 from ..points import InvalidPoint, Point
