@@ -9,39 +9,47 @@ channels-last output goes back to TVM as the contiguous NHWC tensor it is.
 Each call site carries a number unique to its build (model/torch_ops.py draws it), so a
 weight is packed on the site's first call and reused by every later one; a packed weight is
 oneDNN's opaque tensor, which no TVM tensor can hold, so it lives here, in the process. The
-weight and bias come in already folded (batch norm, bias: model/epilogue.py). Registered by
+weight and bias come in already folded (batch norm, bias: model/epilogue.py). A linear layer
+is timed on its first call against eager's composition (torch's `addmm` on the plain weight,
+then its activation or residual add in place) and the faster kept for the site: oneDNN's
+packed call loses on small layers. Registered by
 model/torch_ops.register with torch's plain operators.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 
-PACKED_SITES = 4096  # packed weights kept (a build's sites; earlier builds' are packed again if called)
+PACKED_SITES = 4096  # sites kept (a build's; earlier builds' are prepared again if called)
 _packed: OrderedDict = OrderedDict()
 
 
-def packed(site: int, pack):
-    """The weight packed for `site`: `pack()` on its first call, kept after."""
+def packed(site: int, prepare):
+    """What `site` calls with on every call, prepared once (`prepare()` on its first call): its
+    packed weight, its bias as a torch tensor, its geometry and output shape parsed. A call
+    then costs the layer and the DLPack views of its activations only (the arguments parsed
+    and converted on every call had cost 7 us a linear layer, a fifth of a small one)."""
     if site in _packed:
         _packed.move_to_end(site)
         return _packed[site]
-    _packed[site] = weight = pack()
+    _packed[site] = prepared = prepare()
     if len(_packed) > PACKED_SITES:
         _packed.popitem(last=False)
-    return weight
+    return prepared
 
+
+# No torch.no_grad() around the calls below: tensors from DLPack and packed weights never
+# require gradients, so autograd records nothing either way (and the context costs a call).
 
 def conv2d(x, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, attr, algorithm,
            *scalars):
     """conv2d(x, w) + b on NHWC x, then the unary post-op `attr` ("none" for none)."""
     import torch
 
-    with torch.no_grad():
-        x, geometry = _nchw(x), _geometry(stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups)
-        weight = packed(site, lambda: _pack_conv(w, x, geometry))
-        out = torch.ops.mkldnn._convolution_pointwise(x, weight, torch.from_dlpack(b), *geometry, attr, list(scalars),
-                                                      algorithm or None)
-        return _nhwc(out)
+    x = _nchw(x)
+    weight, bias, geometry = packed(site, lambda: _conv_site(w, b, x, stride_h, stride_w, pad_h, pad_w, dilation_h,
+                                                              dilation_w, groups))
+    out = torch.ops.mkldnn._convolution_pointwise(x, weight, bias, *geometry, attr, list(scalars), algorithm or None)
+    return _nhwc(out)
 
 
 def conv2d_add(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, attr):
@@ -49,13 +57,12 @@ def conv2d_add(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_
     add post-op)."""
     import torch
 
-    with torch.no_grad():
-        x, geometry = _nchw(x), _geometry(stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups)
-        weight = packed(site, lambda: _pack_conv(w, x, geometry))
-        out = torch.ops.mkldnn._convolution_pointwise.binary(
-            x, _nchw(other), weight, torch.from_dlpack(b), *geometry, "add", 1.0,
-            None if attr == "none" else attr, [], None)
-        return _nhwc(out)
+    x = _nchw(x)
+    weight, bias, geometry = packed(site, lambda: _conv_site(w, b, x, stride_h, stride_w, pad_h, pad_w, dilation_h,
+                                                              dilation_w, groups))
+    out = torch.ops.mkldnn._convolution_pointwise.binary(x, _nchw(other), weight, bias, *geometry, "add", 1.0,
+                                                         None if attr == "none" else attr, [], None)
+    return _nhwc(out)
 
 
 def linear(x, w, b, site, attr, algorithm, *rest):
@@ -63,25 +70,82 @@ def linear(x, w, b, site, attr, algorithm, *rest):
     (its rank first, from the end)."""
     import torch
 
-    with torch.no_grad():
-        x = torch.from_dlpack(x)
-        rank = int(rest[-1])
-        shape, scalars = [int(d) for d in rest[-1 - rank:-1]], list(rest[:-1 - rank])
-        weight = packed(site, lambda: _pack_linear(w, x))
-        out = torch.ops.mkldnn._linear_pointwise(x, weight, torch.from_dlpack(b), attr, scalars, algorithm or None)
-        return out.reshape(shape).contiguous()
+    x = torch.from_dlpack(x)
+    layer, shape = packed(site, lambda: (_linear_layer(w, b, x, attr, algorithm, _shape_and_scalars(rest)[1]),
+                                         _shape_and_scalars(rest)[0]))
+    return layer(x).view(shape)
 
 
 def linear_add(x, other, w, b, site, *shape):
     """x @ w.T + b + other (other reshaped as the product), in the output's shape."""
     import torch
 
-    with torch.no_grad():
-        x = torch.from_dlpack(x)
-        weight = packed(site, lambda: _pack_linear(w, x))
-        other = torch.from_dlpack(other).reshape(x.shape[0], -1)
-        out = torch.ops.mkldnn._linear_pointwise.binary(x, other, weight, torch.from_dlpack(b), "add")
-        return out.reshape([int(d) for d in shape]).contiguous()
+    x = torch.from_dlpack(x)
+    other = torch.from_dlpack(other).view(x.shape[0], -1)
+    layer, shape = packed(site, lambda: (_linear_layer(w, b, x, "none", "", [], other), [int(d) for d in shape]))
+    return layer(x, other).view(shape)
+
+
+def _linear_layer(w, b, x, attr: str, algorithm: str, scalars: list, other=None):
+    """The site's layer as a function of its input (and of the residual, for `other`): oneDNN's
+    call with the packed weight and the post-op, or what eager runs (torch's `addmm` on the
+    plain weight, MKL's sgemm where torch has it, then the activation or the residual add in
+    place), whichever is faster on this input, timed here, once: oneDNN's packed call loses on
+    small layers (64 rows by 128: 26 us against 18 on a Zen 4)."""
+    import torch
+
+    weight, bias = _linear_site(w, b, x)
+    plain = torch.from_dlpack(w).t()
+    if other is not None:
+        def onednn(x, other):
+            return torch.ops.mkldnn._linear_pointwise.binary(x, other, weight, bias, "add")
+
+        def eager(x, other):
+            return torch.addmm(bias, x, plain).add_(other)
+
+        return min((onednn, eager), key=lambda layer: _seconds(layer, x, other))
+
+    def onednn(x):
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, attr, scalars, algorithm or None)
+
+    activation = _IN_PLACE.get(attr)
+    if activation is None:
+        return onednn
+
+    def eager(x):
+        return activation(torch.addmm(bias, x, plain), algorithm)
+
+    return min((onednn, eager), key=lambda layer: _seconds(layer, x))
+
+
+def _gelu_(out, algorithm: str):
+    import torch
+
+    return torch.nn.functional.gelu(out, approximate=algorithm or "none")
+
+
+# oneDNN's post-ops that eager's composition offers, applied to addmm's output
+_IN_PLACE = {"none": lambda out, _: out, "relu": lambda out, _: out.relu_(), "gelu": _gelu_}
+
+
+def _seconds(layer, *inputs, repeats: int = 5) -> float:
+    """The fastest of a few warm calls of `layer(*inputs)`."""
+    import time
+
+    layer(*inputs)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        layer(*inputs)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _shape_and_scalars(rest) -> tuple[list[int], list]:
+    """A linear call's trailing arguments: the post-op's scalars, then the output's shape, then
+    its rank."""
+    rank = int(rest[-1])
+    return [int(d) for d in rest[-1 - rank:-1]], list(rest[:-1 - rank])
 
 
 def _nchw(x):
@@ -101,15 +165,18 @@ def _geometry(stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups) 
     return [int(pad_h), int(pad_w)], [int(stride_h), int(stride_w)], [int(dilation_h), int(dilation_w)], int(groups)
 
 
-def _pack_conv(w, x, geometry):
+def _conv_site(w, b, x, *geometry) -> tuple:
+    """A convolution site's packed weight, bias and geometry (as oneDNN's calls take it)."""
     import torch
 
-    padding, stride, dilation, groups = geometry
-    return torch.ops.mkldnn._reorder_convolution_weight(torch.from_dlpack(w), padding, stride, dilation, groups,
-                                                        list(x.shape))
+    padding, stride, dilation, groups = geometry = _geometry(*geometry)
+    weight = torch.ops.mkldnn._reorder_convolution_weight(torch.from_dlpack(w), padding, stride, dilation, groups,
+                                                          list(x.shape))
+    return weight, torch.from_dlpack(b), geometry
 
 
-def _pack_linear(w, x):
+def _linear_site(w, b, x) -> tuple:
+    """A linear site's packed weight and bias."""
     import torch
 
-    return torch.ops.mkldnn._reorder_linear_weight(torch.from_dlpack(w), x.shape[0])
+    return torch.ops.mkldnn._reorder_linear_weight(torch.from_dlpack(w), x.shape[0]), torch.from_dlpack(b)
