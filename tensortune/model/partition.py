@@ -9,8 +9,8 @@ graph acyclic. Each region is a GraphModule of its own (its weights come in as i
 parent graph calls it where its nodes were and runs every other node in PyTorch.
 
 A converter can still fail on a node it claims, and a converted kernel can fail to compile
-(GPT-2 from `transformers`: its attention mask's cumsum over booleans, which TVM's LLVM
-code generator refuses). So each node TVM would take is first tried alone: a graph of that
+(TVM's own converter kept GPT-2's cumsum over booleans boolean, which its LLVM code
+generator refuses; model/importer.py now converts it as torch does). So each node TVM would take is first tried alone: a graph of that
 one node, converted and its kernels compiled at their default schedules; what a node alone
 gives is decided once per signature (operator, its inputs' shapes and dtypes, its other
 arguments) for the process, so a model's repeated layers cost one try each. A region that

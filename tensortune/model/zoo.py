@@ -259,8 +259,7 @@ class _LogitsOnly(nn.Module):
 def hf_gpt2_tiny(layers: int = 2):
     """GPT-2 from Hugging Face `transformers`, built from its config (2 layers unless told,
     width 64, 2 heads, vocabulary 512; eager attention; random weights, nothing downloaded),
-    32 tokens.
-    TVM's torch frontend does not convert all of it (one of its concatenations)."""
+    32 tokens."""
     transformers = _transformers("hf_gpt2_tiny")
     config = transformers.GPT2Config(n_layer=layers, n_embd=64, n_head=2, vocab_size=512, n_positions=64, attn_implementation="eager")
     return _seeded(lambda: _LogitsOnly(transformers.GPT2LMHeadModel(config))), (torch.randint(0, 512, (1, 32)),)
