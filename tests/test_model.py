@@ -467,6 +467,44 @@ def test_attention_becomes_one_call_of_torchs_fused_attention(causal):
     assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
 
 
+class _MaskedSelfAttention(torch.nn.Module):
+    """Self-attention through torch's `scaled_dot_product_attention` with an additive mask given
+    as an input: torch.export writes it with the scale on Q and on K^T and softmax's guard for
+    rows masked whole (ViT's attention in `transformers`)."""
+
+    def __init__(self, width: int = 32, heads: int = 2):
+        super().__init__()
+        self.qkv, self.heads = torch.nn.Linear(width, 3 * width), heads
+
+    def forward(self, x, mask):
+        b, n, width = x.shape
+        q, k, v = (t.reshape(b, n, self.heads, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return out.transpose(1, 2).reshape(b, n, width)
+
+
+def test_attention_with_softmaxs_guard_for_rows_masked_whole_is_one_call():
+    """The guard (rows whose scores are all -inf give 0) is part of the attention found: one
+    call of torch's attention, no softmax kernel, and a row masked whole still comes out 0."""
+    from tensortune.model.torch_ops import ATTENTION, register
+    from tensortune.model.vm import run
+
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    module, x, mask = _MaskedSelfAttention().eval(), torch.randn(1, 8, 32), torch.zeros(1, 1, 8, 8)
+    model = import_model("masked", module, (x, mask), target.spec, torch_ops=True)
+    assert str(model.with_torch_ops.mod["main"]).count(f'"{ATTENTION}"') == 1
+    assert not any("softmax" in k.name for k in model.with_torch_ops.kernels)
+    register()
+    built = build_checked(model.with_torch_ops, target, {}, {}, seed=1)
+    assert built.error <= tolerance("float32")
+    mask[..., 3, :] = float("-inf")
+    out, = run(built.executable, [x.numpy(), mask.numpy()])
+    with torch.no_grad():
+        expected = module(x, mask).numpy()
+    assert not expected[0, 3].any() and abs(out - expected).max() <= 1e-5
+
+
 def test_tvm_kernels_run_on_torchs_openmp_threads_once_registered(tmp_path):
     """In a fresh process (the registration holds for modules loaded after it): a parallel TVM
     kernel computes the right thing and starts no thread of TVM's pool next to torch's."""

@@ -12,10 +12,13 @@ The chain, each binding used only by the next, from a `matmul` of two activation
     s = s + mask                 an additive mask broadcast to s (a tensor, or a constant)
     s = where(cond, fill, s)     a constant condition (a causal mask): an additive constant mask
     p = softmax(s, axis=-1)
+    p = where(all(s == -inf), 0, p)   optional: torch's "safe softmax" (rows masked whole give 0,
+                                 as torch's fused attention does), the guard computed from s
     o = matmul(p, v)             v looked through as q and kt are
 
 with reshapes and same-shape broadcasts anywhere between (the 3-D matmul's scores made 4-D and
-back); the call's output takes `o`'s shape.
+back); the call's output takes `o`'s shape. A scale torch.export splits as sqrt(scale) on Q and
+on K^T (ViT's attention through `scaled_dot_product_attention`) is gathered into the call's.
 
 q, k, v of rank 3 or 4, float32. What is found is data (`Attention`); model/torch_ops.py makes
 it a call of its registered `attention`.
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .dataflow import bindings_of, dtype_of, first_users, scalar_operand, shape_of, uses, value_of
+from .dataflow import all_users, bindings_of, dtype_of, scalar_operand, shape_of, uses, value_of
 
 
 @dataclass
@@ -46,7 +49,7 @@ class Attention:
 
 def find_attention(func) -> list[Attention]:
     """Every attention of a Relax function (see the module's docstring)."""
-    counts, users = uses(func), first_users(func)
+    counts, users = uses(func), all_users(func)
     values = {b.var: b.value for b in bindings_of(func)}
     found = []
     for binding in bindings_of(func):
@@ -65,11 +68,11 @@ def _start(call, values: dict) -> Attention | None:
         return None
     if any(isinstance(a, Constant) for a in call.args):
         return None
-    q, kt = (_peel(a, values) for a in call.args)
+    (q, q_scale), (kt, k_scale) = (_scaled(_peel(a, values), values) for a in call.args)
     rank = len(shape_of(q))
     if rank not in (3, 4) or len(shape_of(kt)) != rank:
         return None
-    site = Attention(q, kt, None, call, transposed=True, chain=[call])
+    site = Attention(q, kt, None, call, transposed=True, scale=q_scale * k_scale, chain=[call])
     source = values.get(kt) if isinstance(kt, relax.Var) else None
     if _op(source) == "relax.permute_dims" and _swaps_last_two(source, rank):
         site.k, site.transposed = source.args[0], False
@@ -87,11 +90,19 @@ def _peel(expr, values: dict):
     return expr
 
 
+def _scaled(expr, values: dict) -> tuple[object, float]:
+    """(x, c) where `expr` is x times the scalar constant c (looked through as `_peel` does),
+    else (expr, 1)."""
+    call = values.get(expr)
+    if _op(call) == "relax.multiply" and (c := scalar_operand(call, call.args[0])) is not None:
+        return _peel(call.args[0], values), c
+    return expr, 1.0
+
+
 def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bool:
     """Extends the site along the chain; True where it ends in softmax then a matmul by V."""
-    stage, rank = "scores", len(shape_of(site.q))
-    while counts.get(var) == 1 and var in users:
-        call = users[var].value
+    stage, rank, scores = "scores", len(shape_of(site.q)), None
+    while (call := _next(var, stage, counts, users)) is not None:
         name = _op(call)
         if name in ("relax.reshape", "relax.broadcast_to") and np.prod(shape_of(call)) == np.prod(shape_of(var)):
             pass
@@ -104,7 +115,9 @@ def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bo
                 and (mask := (_mask if name == "relax.add" else _causal)(call, var)) is not None:
             site.mask = mask
         elif stage == "scores" and name == "relax.nn.softmax" and int(call.attrs.axis) in (-1, len(shape_of(call)) - 1):
-            stage = "probabilities"
+            stage, scores = "probabilities", var
+        elif stage == "probabilities" and name == "relax.where" and _safe_softmax_guard(call, var, scores, values):
+            pass
         elif stage == "probabilities" and name == "relax.matmul" and call.args[0].same_as(var) \
                 and dtype_of(call.args[1]) == "float32":
             site.v, site.last = _peel(call.args[1], values), call
@@ -113,8 +126,60 @@ def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bo
         else:
             return False
         site.chain.append(call)
-        var = users[var].var
+        var = _binding_of(call, users[var]).var
     return False
+
+
+def _next(var, stage: str, counts: dict, users: dict):
+    """The one call that uses `var` next along the chain, not counting the safe-softmax guard's
+    reads of it (scores == -inf, the zeros shaped like the probabilities); None where there is
+    not exactly one."""
+    bindings = users.get(var, [])
+    guard = "relax.equal" if stage == "scores" else "relax.full_like"
+    rest = [b for b in bindings if not (_op(b.value) == guard and b.value.args[0].same_as(var))]
+    if len(rest) != 1 or counts.get(var) != len(bindings):
+        return None
+    return rest[0].value
+
+
+def _binding_of(call, bindings: list):
+    return next(b for b in bindings if b.value.same_as(call))
+
+
+def _safe_softmax_guard(call, p, scores, values: dict) -> bool:
+    """`call` is where(all(scores == -inf, last axis), 0, p): torch's safe softmax, which zeroes
+    the rows masked whole; torch's fused attention gives those rows 0 too. The condition is
+    accepted as torch's decomposition writes it, not(max(not(scores == -inf))), or with `min`
+    for `max` and no negation; int8 and bool casts between are looked through."""
+    from tvm.ir.expr import Constant
+
+    cond, zeros, probabilities = call.args
+    zero = values.get(zeros)
+    if not probabilities.same_as(p) or not (
+            (_op(zero) == "relax.full_like" and zero.args[0].same_as(p) and float(value_of(zero.args[1])) == 0.0)
+            or (isinstance(zeros, Constant) and not value_of(zeros).any())):
+        return False
+    negations, reduced, expr = 0, None, cond
+    while (step := values.get(expr)) is not None and _op(step) != "relax.equal":
+        name = _op(step)
+        if name == "relax.logical_not":
+            negations += 1
+        elif name in ("relax.max", "relax.min") and reduced is None and _last_axis(step):
+            reduced, negations_after = name, negations
+        elif name != "relax.astype":
+            return False
+        expr = step.args[0]
+    if step is None or reduced is None or not step.args[0].same_as(scores) or scalar_operand(step, scores) != -np.inf:
+        return False
+    before = negations - negations_after  # between the comparison and the reduction
+    return (reduced == "relax.max" and negations_after % 2 == 1 and before % 2 == 1) or \
+        (reduced == "relax.min" and negations_after % 2 == 0 and before % 2 == 0)
+
+
+def _last_axis(call) -> bool:
+    axes = [int(a) for a in call.attrs.axis] if call.attrs.axis is not None else []
+    rank = len(shape_of(call.args[0]))
+    return call.attrs.keepdims and len(axes) == 1 and axes[0] in (-1, rank - 1)
 
 
 def _mask(call, var):

@@ -23,10 +23,15 @@ def uses(func) -> dict:
 
 def first_users(func) -> dict:
     """Each variable's first binding that uses it."""
+    return {var: bindings[0] for var, bindings in all_users(func).items()}
+
+
+def all_users(func) -> dict:
+    """Each variable's bindings that use it, in order."""
     users: dict = {}
     for binding in bindings_of(func):
         for var in free_vars(binding.value):
-            users.setdefault(var, binding)
+            users.setdefault(var, []).append(binding)
     return users
 
 
