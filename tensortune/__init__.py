@@ -6,10 +6,12 @@ The public API (imported lazily: `import tensortune` does not load TVM):
 - `tune(workload, target, db, TuneConfig, MeasureConfig)`: tune one operator (`TuneConfig(objectives=
   ("latency", "build_s"))`: the summary's `front` is its Pareto front); `tune_shapes(workloads, ...)`:
   one operator at several shapes, the one schedule and a dispatch table.
-- `load_factory(spec)`, `import_model(name, module, example_inputs, target_spec, torch_ops)`: a
-  PyTorch model's kernels as tasks (with `torch_ops`, also those of its build calling torch's
-  convolution and matmul); `tune_model(...)`: one budget across them; `build_model(...)`,
-  `export_model(...)`: the tuned model, checked against torch, the faster build kept.
+- `tune_model(module, example_inputs, target, db, TuneConfig, ...) -> TuneModelResult`: what the
+  `tune-model` command does, in one call: import (split where TVM cannot take the model whole),
+  tune every kernel with one budget, build, check against torch, time against eager, export.
+  Its steps, for finer control: `load_factory(spec)`, `import_model(name, module,
+  example_inputs, target_spec, torch_ops)` (a model's kernels as tasks), `build_model(...)`,
+  `export_model(...)` (the tuned model, checked against torch, the faster build kept).
 - `load(folder)`: a tuned model, an exported kernel or a dispatch table as a callable on torch tensors.
 - `backend(db=..., target=..., mode=..., torch_ops=...)`: a `torch.compile` backend (also
   registered as `backend="tensortune"`): TVM runs what its frontend converts, with the
@@ -32,7 +34,8 @@ _EXPORTS = {
     "MeasureConfig": "measure.config", "Measurer": "measure.measurer", "BatchEvaluator": "measure.batch",
     "ReplayTable": "measure.replay", "Result": "result", "Status": "result",
     "Label": "result", "make_target": "target", "Database": "db", "load": "deploy.loader", "backend": "deploy.backend",
-    "load_factory": "model", "import_model": "model", "tune_model": "model", "build_model": "model",
+    "load_factory": "model", "import_model": "model", "tune_model": "deploy.pipeline",
+    "TuneModelResult": "deploy.pipeline", "build_model": "model",
     "export_model": "model", "Workbench": "agents.workbench", "Budget": "agents.workbench",
 }
 __all__ = sorted(_EXPORTS)

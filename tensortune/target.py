@@ -6,6 +6,7 @@ of that architecture, here if there is one, else on a GPU host through a batch (
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import re
 from contextlib import contextmanager
@@ -62,7 +63,11 @@ def cuda_hardware(arch: str, gpu: str) -> str:
     return f"{arch}-" + ("-".join(gpu.lower().split()) or "unknown-gpu")
 
 
-def make_target(name: str, threads: int, mcpu: str | None = None, arch: str = "sm_90") -> Target:
+def make_target(name: str, threads: int | None = None, mcpu: str | None = None, arch: str = "sm_90") -> Target:
+    """The target `name` ("cpu" or "cuda"): kernels built for this machine's CPU (`mcpu`: LLVM's
+    name of another) with `threads` threads each (default: the cores this process may use), or
+    for a GPU of architecture `arch`."""
+    threads = threads or len(os.sched_getaffinity(0))
     if name not in TARGETS:
         raise UserError(f"unknown target '{name}'; known: {', '.join(TARGETS)}")
     if name == "cuda":

@@ -213,6 +213,28 @@ def test_tune_model_from_the_command_line_then_show_and_report(tmp_path, in_proc
     assert f"torch eager {timing['eager_s'] * 1e3:.3f} ms" in dom and "tensortune tune-model conv_block" in dom
 
 
+def test_the_library_call_does_what_tune_model_does(tmp_path):
+    """tensortune.tune_model: tuned with one budget, built, checked, exported and loaded back;
+    the database file appears only once the model is in, and a model TVM takes only in part is
+    refused an export before any tuning."""
+    import tensortune
+
+    module, inputs = zoo.conv_block()
+    db = tmp_path / "t.db"
+    tuned = tensortune.tune_model(module, inputs, make_target("cpu", 2), db, TuneConfig(trials=4, batch=4),
+                                  FAST, name="conv_block", out=tmp_path / "out", compare=False)
+    assert not tuned.interrupted and tuned.summary.trials == 4 and tuned.timing is None and tuned.in_torch is None
+    assert tuned.built.error <= tolerance("float32") and (tmp_path / "out" / "model.so") in tuned.paths
+    assert db.is_file()
+    with torch.no_grad():
+        assert torch.allclose(load(tmp_path / "out")(*inputs), module(*inputs), atol=1e-4)
+    partial = Path(__file__).parent / "models" / "partial.py"
+    name, (split, split_inputs) = tensortune.load_factory(f"{partial}:with_erfinv")
+    with pytest.raises(UserError, match="cannot be exported as one TVM library"):
+        tensortune.tune_model(split, split_inputs, make_target("cpu", 2), tmp_path / "split.db", out=tmp_path / "x")
+    assert not (tmp_path / "split.db").exists()
+
+
 def test_transcendental_functions_become_vectorisable_approximations():
     """erf (GELU), tanh (GELU's tanh form) and exp (softmax) become TOPI's polynomial versions:
     no kernel calls the C library's scalar functions, and the model still matches torch."""
@@ -474,11 +496,12 @@ class _MaskedSelfAttention(torch.nn.Module):
 
     def __init__(self, width: int = 32, heads: int = 2):
         super().__init__()
-        self.qkv, self.heads = torch.nn.Linear(width, 3 * width), heads
+        self.q, self.k, self.v = (torch.nn.Linear(width, width) for _ in range(3))
+        self.heads = heads
 
     def forward(self, x, mask):
         b, n, width = x.shape
-        q, k, v = (t.reshape(b, n, self.heads, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        q, k, v = (layer(x).reshape(b, n, self.heads, -1).transpose(1, 2) for layer in (self.q, self.k, self.v))
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return out.transpose(1, 2).reshape(b, n, width)
 
@@ -503,6 +526,24 @@ def test_attention_with_softmaxs_guard_for_rows_masked_whole_is_one_call():
     with torch.no_grad():
         expected = module(x, mask).numpy()
     assert not expected[0, 3].any() and abs(out - expected).max() <= 1e-5
+
+
+def test_linear_layers_side_by_side_are_one_vendor_call():
+    """Q, K and V projections of one activation are one linear call (their weights side by side,
+    the output sliced), and the build still matches torch; the all-TVM build keeps them apart."""
+    from tensortune.model.layout import ONEDNN_WEIGHTS, channels_last
+    from tensortune.model.parallel_linear import find_groups
+    from tensortune.model.torch_ops import FUSED, register
+
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    module, inputs = _MaskedSelfAttention().eval(), (torch.randn(1, 8, 32), torch.zeros(1, 1, 8, 8))
+    model = import_model("qkv", module, inputs, target.spec, torch_ops=True)
+    [group] = find_groups(channels_last(model.source, ONEDNN_WEIGHTS)["main"])  # the weights folded
+    assert len(group) == 3 and all(layer.bias is not None for layer in group)
+    assert str(model.with_torch_ops.mod["main"]).count(f'"{FUSED["linear"]}"') == 1
+    register()
+    assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
 
 
 def test_tvm_kernels_run_on_torchs_openmp_threads_once_registered(tmp_path):
