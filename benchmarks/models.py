@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from provenance import header
 
@@ -109,7 +110,7 @@ def bench(name: str, args) -> dict:
     from tensortune.deploy.split_model import build_split, end_to_end, import_split
     from tensortune.errors import NotConvertible
     from tensortune.measure.config import MeasureConfig
-    from tensortune.model import build_model, import_model
+    from tensortune.model import build_model, export_model, import_model
     from tensortune.model.build import build_checked, fresh_case
     from tensortune.model.end_to_end import vm_seconds
     from tensortune.model import tune_model, zoo
@@ -157,6 +158,8 @@ def bench(name: str, args) -> dict:
             row["builds"] = built.timed  # each build's end-to-end seconds when the faster was chosen
             row["torch_share"] = 0.0
             row["calls"] = vendor_calls(built.build.mod)  # what the kept build runs where
+            export_model(built, target, Path(tmp) / "tuned", db)
+            row["loaded"] = loaded_seconds(Path(tmp) / "tuned", inputs, target)
         else:
             _, builds = build_split(split, target, db)
             row["ours_wall_s"] = time.perf_counter() - start
@@ -172,6 +175,16 @@ def bench(name: str, args) -> dict:
             executable, row["ms_wall_s"] = metaschedule(model, target, row["trials"], args.trials_per_task, f"{tmp}/ms")
             row["metaschedule"] = vm_seconds(executable, case, target)
     return row
+
+
+def loaded_seconds(folder: Path, inputs: tuple, target) -> float:
+    """Seconds per call of the exported build loaded back (`tensortune.load`), called from
+    torch as a user calls it: what the backend's build is compared with."""
+    import tensortune
+    from tensortune.model.vm import torch_seconds
+
+    fast = tensortune.load(folder)
+    return torch_seconds(lambda: fast(*inputs), target.threads)
 
 
 def via_torch_compile(name: str, target, db: str) -> float:
@@ -202,12 +215,13 @@ def table(rows: list[dict], args, head: list[str]) -> str:
              "inductor: torch.compile default; freezing: inductor with torch._inductor.config.freezing = True (CPU "
              "inference); max_autotune: max-autotune with freezing; untuned: TVM's default schedules, no torch calls; "
              "MS: MetaSchedule's static_shape_tuning_pipeline with cpu_weight_prepack; empty: ours via torch.compile(backend) on an empty "
-             "database; compiled: ours via torch.compile(backend) from the records just tuned; calls: what the kept "
+             "database; loaded: ours exported and loaded back (tensortune.load), called from torch; compiled: ours via "
+             "torch.compile(backend) from the records just tuned, /loaded its speed over the loaded build's; calls: what the kept "
              "build calls, fused packed oneDNN layers / torch's attention / torch's plain operators / TVM kernels (every TVM kernel on "
              "TVM's own thread pool, torch's on its OpenMP pool); in torch: share of eager time left in PyTorch", "",
              f"{'model':14}{'eager':>9}" + "".join(f"{c[:9]:>9}" for c in anchors)
              + f"{'untuned':>9}{'MS':>9}{'ours':>9}{'/eager':>8}" + "".join(f"{'/' + c[:7]:>8}" for c in anchors)
-             + f"{'/untuned':>8}{'/MS':>8}{'empty':>9}{'/eager':>8}{'compiled':>9}{'/ours':>8}"
+             + f"{'/untuned':>8}{'/MS':>8}{'empty':>9}{'/eager':>8}{'loaded':>9}{'compiled':>9}{'/loaded':>8}"
              f"{'ours s':>8}{'trials':>7}{'calls':>14}{'in torch':>9}"]
     for r in rows:
         t = r["torch"]
@@ -217,7 +231,7 @@ def table(rows: list[dict], args, head: list[str]) -> str:
                      + "".join(ratio(t.get(c), r["ours"]) for c in anchors)
                      + f"{ratio(r['tvm_untuned'], r['ours'])}{ratio(r.get('metaschedule'), r['ours'])}"
                      f"{ms(r['backend_empty'])}{ratio(t.get('eager'), r['backend_empty'])}"
-                     f"{ms(r['via_torch_compile'])}{ratio(r['ours'], r['via_torch_compile'])}"
+                     f"{ms(r.get('loaded'))}{ms(r['via_torch_compile'])}{ratio(r.get('loaded'), r['via_torch_compile'])}"
                      f"{r['ours_wall_s']:8.0f}{r['trials']:7d}"
                      f"{calls.get('onednn', 0):>5d}/{calls.get('attention', 0)}/{calls.get('torch', 0)}/{calls.get('tvm', 0):<4d}"
                      f"{r['torch_share']:9.0%}")

@@ -6,7 +6,8 @@ operator on DLPack views of TVM's tensors and hands torch's output back to TVM, 
 way. A convolution or linear layer with a constant weight becomes one fused oneDNN call
 (model/onednn.py): its weight packed once, its bias and batch norm folded into the weight at
 build, its activation or residual add a post-op (model/epilogue.py finds them); convolutions
-are made NHWC first, oneDNN's layout. Matmuls of two activations (attention's) call torch's
+are made NHWC first, oneDNN's layout, and linear layers side by side (attention's Q, K and V
+projections) merged into one (model/parallel_linear.py). Matmuls of two activations (attention's) call torch's
 plain matmul; what follows them fuses into TVM kernels of its own, tuned like any other
 (`conv2d`, the plain convolution, stays registered for models exported before the fused
 calls). The functions are registered in the process by `register()`; a built model that calls
@@ -26,6 +27,7 @@ from . import onednn
 from .attention import Attention, find_attention
 from .epilogue import find_sites
 from .layout import ONEDNN_WEIGHTS, channels_last, each_function
+from .parallel_linear import merge_parallel_linears
 
 PREFIX = "tensortune.torch."
 CONV2D = PREFIX + "conv2d"
@@ -71,7 +73,7 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
     met: list[tuple[int, int]] = []
-    mod = channels_last(mod, ONEDNN_WEIGHTS)  # oneDNN's layout: no reorders
+    mod = merge_parallel_linears(channels_last(mod, ONEDNN_WEIGHTS))  # oneDNN's layout: no reorders
     sites = {}  # call -> the fused layer or attention it is part of
     for func in mod.functions.values():
         if isinstance(func, relax.Function):
