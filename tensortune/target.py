@@ -63,11 +63,16 @@ def cuda_hardware(arch: str, gpu: str) -> str:
     return f"{arch}-" + ("-".join(gpu.lower().split()) or "unknown-gpu")
 
 
+def default_threads() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0))
+
+
 def make_target(name: str, threads: int | None = None, mcpu: str | None = None, arch: str = "sm_90") -> Target:
     """The target `name` ("cpu" or "cuda"): kernels built for this machine's CPU (`mcpu`: LLVM's
     name of another) with `threads` threads each (default: the cores this process may use), or
     for a GPU of architecture `arch`."""
-    threads = threads or len(os.sched_getaffinity(0))
+    threads = threads or default_threads()
     if name not in TARGETS:
         raise UserError(f"unknown target '{name}'; known: {', '.join(TARGETS)}")
     if name == "cuda":

@@ -54,7 +54,7 @@ def batch_run(batch: str = typer.Argument(...), timeout: float = typer.Option(60
               threads: Optional[int] = THREADS) -> None:
     """Run a batch here (what the GPU host does): verify and time every kernel, then the vendor baselines."""
     from ..measure.batch import run_here
-    from ..measure.config import default_threads
+    from ..target import default_threads
 
     run_here(Path(batch), timeout, threads or default_threads())
 

@@ -62,12 +62,11 @@ def device_classes(tgt, cluster: str | None, one: bool = False) -> list:
 
 def target_from(name: str, threads: int | None, mcpu: str | None, arch: str = "sm_90"):
     """The Target the options --target, --threads, --mcpu and --arch name."""
-    from ..measure.config import default_threads
     from ..target import make_target
 
     if threads is not None and threads < 1:
         raise UserError(f"--threads must be at least 1, got {threads}")
-    return make_target(name, threads or default_threads(), mcpu, arch)
+    return make_target(name, threads, mcpu, arch)
 
 
 def workload_named(name: str, shape: str | None, db: str):

@@ -25,6 +25,8 @@ from ..target import Target, check_runnable
 from ..tuning.tuner import TuneConfig
 from .split_model import SplitModel, build_split, combined, end_to_end, import_split, in_torch_line
 
+TIMING = "timing torch eager, TVM's default build and the tuned model end to end ..."
+
 
 @dataclass
 class TuneModelResult:
@@ -72,17 +74,19 @@ def tune_model(module, example_inputs: tuple, target: Target, db: Database | str
         imported = split.as_one()
     db = db if isinstance(db, Database) else Database(str(db))
     summary = _tune(imported, target, db, config, measure, say, progress)
+    # end to end on this CPU; with a cluster, kernels were timed there, not here
+    time_here = summary is not None and compare and target.name == "cpu" and not measure.cluster
     if split is not None:
-        return _split_result(split, imported, summary, target, db, compare and not measure.cluster, say)
+        return _split_result(split, imported, summary, target, db, time_here, say)
     built = build_model(imported, target, db, progress=say)
     paths = export_model(built, target, Path(out), db) if out else []
     if built.slower_than_eager:
         say(f"warning: the tuned build is slower than torch eager ({built.against_eager()}): keep running the "
             "model in PyTorch, or tune it longer")
     timing = None
-    if summary is not None and compare and target.name == "cpu" and not measure.cluster:
-        say("timing torch eager, TVM's default build and the tuned model end to end ...")
-        timing = measure_end_to_end(built, target)  # with a cluster, kernels were timed there, not here
+    if time_here:
+        say(TIMING)
+        timing = measure_end_to_end(built, target)
         db.add_model_timing(imported.key, target.name, target.hardware, timing.as_dict())
     return TuneModelResult(summary, built, paths, timing)
 
@@ -101,13 +105,13 @@ def _tune(imported, target: Target, db: Database, config: TuneConfig, measure: M
         return None
 
 
-def _split_result(split: SplitModel, imported, summary, target: Target, db: Database, compare: bool,
-                  say) -> TuneModelResult:
-    """A partitioned model's regions built, the whole timed against eager (on this CPU)."""
+def _split_result(split: SplitModel, imported, summary, target: Target, db: Database,
+                  time_here: bool, say) -> TuneModelResult:
+    """A partitioned model's regions built, the whole timed against eager where `time_here`."""
     _, builds = build_split(split, target, db)
     timing, share = None, None
-    if summary is not None and compare and target.name == "cpu":
-        say("timing torch eager, TVM's default build and the tuned model end to end ...")
+    if time_here:
+        say(TIMING)
         timing, share = end_to_end(split, target, db)
         db.add_model_timing(imported.key, target.name, target.hardware, timing.as_dict())
     in_torch = {"operators": split.parts.in_torch, "share_of_eager_time": share,

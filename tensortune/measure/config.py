@@ -1,12 +1,9 @@
 """Measurement settings as one immutable, documented value."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-
-def default_threads() -> int:
-    return len(os.sched_getaffinity(0))
+from ..target import default_threads
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .dataflow import all_users, bindings_of, dtype_of, scalar_operand, shape_of, uses, value_of
+from .dataflow import all_users, bindings_of, dtype_of, op_name, scalar_operand, shape_of, uses, value_of
 
 
 @dataclass
@@ -64,7 +64,7 @@ def _start(call, values: dict) -> Attention | None:
     from tvm import relax
     from tvm.ir.expr import Constant
 
-    if not (_op(call) == "relax.matmul" and dtype_of(call) == "float32" and len(shape_of(call)) in (3, 4)):
+    if not (op_name(call) == "relax.matmul" and dtype_of(call) == "float32" and len(shape_of(call)) in (3, 4)):
         return None
     if any(isinstance(a, Constant) for a in call.args):
         return None
@@ -74,7 +74,7 @@ def _start(call, values: dict) -> Attention | None:
         return None
     site = Attention(q, kt, None, call, transposed=True, scale=q_scale * k_scale, chain=[call])
     source = values.get(kt) if isinstance(kt, relax.Var) else None
-    if _op(source) == "relax.permute_dims" and _swaps_last_two(source, rank):
+    if op_name(source) == "relax.permute_dims" and _swaps_last_two(source, rank):
         site.k, site.transposed = source.args[0], False
     return site
 
@@ -82,7 +82,7 @@ def _start(call, values: dict) -> Attention | None:
 def _peel(expr, values: dict):
     """The tensor `expr` is a view of: through same-shape broadcasts, and reshapes that only
     merge or split the leading (batch) axes."""
-    while _op(values.get(expr)) in ("relax.reshape", "relax.broadcast_to"):
+    while op_name(values.get(expr)) in ("relax.reshape", "relax.broadcast_to"):
         source = values[expr].args[0]
         if shape_of(source)[-2:] != shape_of(expr)[-2:] or np.prod(shape_of(source)) != np.prod(shape_of(expr)):
             break
@@ -94,7 +94,7 @@ def _scaled(expr, values: dict) -> tuple[object, float]:
     """(x, c) where `expr` is x times the scalar constant c (looked through as `_peel` does),
     else (expr, 1)."""
     call = values.get(expr)
-    if _op(call) == "relax.multiply" and (c := scalar_operand(call, call.args[0])) is not None:
+    if op_name(call) == "relax.multiply" and (c := scalar_operand(call, call.args[0])) is not None:
         return _peel(call.args[0], values), c
     return expr, 1.0
 
@@ -102,8 +102,8 @@ def _scaled(expr, values: dict) -> tuple[object, float]:
 def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bool:
     """Extends the site along the chain; True where it ends in softmax then a matmul by V."""
     stage, rank, scores = "scores", len(shape_of(site.q)), None
-    while (call := _next(var, stage, counts, users)) is not None:
-        name = _op(call)
+    while (binding := _next(var, stage, counts, users)) is not None:
+        call, name = binding.value, op_name(binding.value)
         if name in ("relax.reshape", "relax.broadcast_to") and np.prod(shape_of(call)) == np.prod(shape_of(var)):
             pass
         elif stage == "scores" and name in ("relax.multiply", "relax.divide") and scalar_operand(call, var) is not None \
@@ -126,24 +126,20 @@ def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bo
         else:
             return False
         site.chain.append(call)
-        var = _binding_of(call, users[var]).var
+        var = binding.var
     return False
 
 
 def _next(var, stage: str, counts: dict, users: dict):
-    """The one call that uses `var` next along the chain, not counting the safe-softmax guard's
+    """The one binding that uses `var` next along the chain, not counting the safe-softmax guard's
     reads of it (scores == -inf, the zeros shaped like the probabilities); None where there is
     not exactly one."""
     bindings = users.get(var, [])
     guard = "relax.equal" if stage == "scores" else "relax.full_like"
-    rest = [b for b in bindings if not (_op(b.value) == guard and b.value.args[0].same_as(var))]
+    rest = [b for b in bindings if not (op_name(b.value) == guard and b.value.args[0].same_as(var))]
     if len(rest) != 1 or counts.get(var) != len(bindings):
         return None
-    return rest[0].value
-
-
-def _binding_of(call, bindings: list):
-    return next(b for b in bindings if b.value.same_as(call))
+    return rest[0]
 
 
 def _safe_softmax_guard(call, p, scores, values: dict) -> bool:
@@ -156,12 +152,12 @@ def _safe_softmax_guard(call, p, scores, values: dict) -> bool:
     cond, zeros, probabilities = call.args
     zero = values.get(zeros)
     if not probabilities.same_as(p) or not (
-            (_op(zero) == "relax.full_like" and zero.args[0].same_as(p) and float(value_of(zero.args[1])) == 0.0)
+            (op_name(zero) == "relax.full_like" and zero.args[0].same_as(p) and float(value_of(zero.args[1])) == 0.0)
             or (isinstance(zeros, Constant) and not value_of(zeros).any())):
         return False
     negations, reduced, expr = 0, None, cond
-    while (step := values.get(expr)) is not None and _op(step) != "relax.equal":
-        name = _op(step)
+    while (step := values.get(expr)) is not None and op_name(step) != "relax.equal":
+        name = op_name(step)
         if name == "relax.logical_not":
             negations += 1
         elif name in ("relax.max", "relax.min") and reduced is None and _last_axis(step):
@@ -208,7 +204,3 @@ def _causal(call, var):
 def _swaps_last_two(call, rank: int) -> bool:
     axes = [int(a) for a in call.attrs.axes] if call.attrs.axes is not None else list(range(rank))[::-1]
     return axes == [*range(rank - 2), rank - 1, rank - 2]
-
-
-def _op(call) -> str:
-    return getattr(getattr(call, "op", None), "name", "")

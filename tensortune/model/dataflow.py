@@ -55,6 +55,11 @@ def value_of(constant) -> np.ndarray:
     return value.numpy() if hasattr(value, "numpy") else np.asarray(value, np.float32)
 
 
+def op_name(call) -> str:
+    """The Relax operator a call calls ("relax.matmul"), or "" for anything else."""
+    return getattr(getattr(call, "op", None), "name", "")
+
+
 def shape_of(expr) -> tuple[int, ...]:
     return tuple(int(d) for d in expr.ty.shape)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dataflow import all_users, bindings_of, dtype_of, shape_of, uses, value_of
+from .dataflow import all_users, bindings_of, dtype_of, op_name, shape_of, uses, value_of
 from .layout import each_function
 
 LAYOUT = ("relax.reshape", "relax.permute_dims", "relax.strided_slice")
@@ -25,14 +25,13 @@ LAYOUT = ("relax.reshape", "relax.permute_dims", "relax.strided_slice")
 
 @dataclass
 class Layer:
-    """One linear layer of a group: `x` the 2-D activation it reads, `last` the binding whose
-    value its output is (the matmul, or its bias add), in `shape`."""
+    """One linear layer of a group: `x` the 2-D activation it reads, `last` the variable whose
+    value its output is (the matmul's, or its bias add's, maybe reshaped)."""
 
     x: object
     last: object
     weight: np.ndarray  # in x out, as the matmul reads it
     bias: np.ndarray | None
-    shape: tuple[int, ...]
 
 
 def merge_parallel_linears(mod):
@@ -50,20 +49,19 @@ def merge_parallel_linears(mod):
     class Merge(PyExprMutator):
         def __init__(self, mod):
             super().__init__(mod)
-            self.groups = groups
             self.merged: dict = {}  # id(group) -> the merged output, once emitted
 
         def visit_var_binding_(self, binding):
-            if binding.var not in self.groups:
+            if binding.var not in groups:
                 return super().visit_var_binding_(binding)
-            group, i = self.groups[binding.var]
+            group, i = groups[binding.var]
             if id(group) not in self.merged:
                 self.merged[id(group)] = self._merged(group)
             start = sum(layer.weight.shape[1] for layer in group[:i])
             piece = self.builder_.emit(relax.op.strided_slice(self.merged[id(group)], axes=[1], begin=[start],
                                                               end=[start + group[i].weight.shape[1]]))
-            if shape_of(piece) != group[i].shape:
-                piece = self.builder_.emit(relax.op.reshape(piece, group[i].shape))
+            if shape_of(piece) != shape_of(group[i].last):
+                piece = self.builder_.emit(relax.op.reshape(piece, shape_of(group[i].last)))
             self.set_var_remap(binding.var, piece)
 
         def _merged(self, group):
@@ -88,7 +86,7 @@ def find_groups(func) -> list[list[Layer]]:
         layer = _layer(binding, values, counts, users)
         if layer is not None:
             x = values.get(layer.x)
-            source = x.args[0] if _op(x) == "relax.reshape" else layer.x
+            source = x.args[0] if op_name(x) == "relax.reshape" else layer.x
             groups.setdefault((source, shape_of(layer.x), layer.bias is None), []).append(layer)
     return [group for group in groups.values() if len(group) > 1]
 
@@ -98,27 +96,23 @@ def _layer(binding, values: dict, counts: dict, users: dict) -> Layer | None:
     from tvm.ir.expr import Constant
 
     call = binding.value
-    if not (_op(call) == "relax.matmul" and dtype_of(call) == "float32" and isinstance(call.args[1], Constant)
+    if not (op_name(call) == "relax.matmul" and dtype_of(call) == "float32" and isinstance(call.args[1], Constant)
             and len(shape_of(call.args[0])) == 2 and len(shape_of(call.args[1])) == 2):
         return None
     weight, var, bias = value_of(call.args[1]), binding.var, None
     following = _only_user(var, counts, users)
-    if _op(getattr(following, "value", None)) == "relax.reshape":
+    if op_name(getattr(following, "value", None)) == "relax.reshape":
         var, following = following.var, _only_user(following.var, counts, users)
     add = getattr(following, "value", None)
     constant = next((a for a in getattr(add, "args", []) if isinstance(a, Constant)), None)
-    if _op(add) == "relax.add" and constant is not None and value_of(constant).shape == (weight.shape[1],):
+    if op_name(add) == "relax.add" and constant is not None and value_of(constant).shape == (weight.shape[1],):
         var, bias = following.var, value_of(constant)
-    if counts.get(var) != len(users.get(var, [])) or not all(_op(u.value) in LAYOUT for u in users.get(var, [])):
+    if counts.get(var) != len(users.get(var, [])) or not all(op_name(u.value) in LAYOUT for u in users.get(var, [])):
         return None
-    return Layer(call.args[0], var, weight.astype(np.float32), bias, shape_of(var))
+    return Layer(call.args[0], var, weight.astype(np.float32), bias)
 
 
 def _only_user(var, counts: dict, users: dict):
     """The one binding that uses `var`, where it is used once and not returned."""
     bindings = users.get(var, [])
     return bindings[0] if counts.get(var) == 1 and len(bindings) == 1 else None
-
-
-def _op(call) -> str:
-    return getattr(getattr(call, "op", None), "name", "")
