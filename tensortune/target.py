@@ -68,6 +68,14 @@ def default_threads() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def size_tvm_pool(threads: int) -> None:
+    """Have TVM's CPU thread pool in this process run `threads` threads, unless the user set
+    TVM_NUM_THREADS. TVM sizes its pool once, when a kernel first runs, from that variable;
+    unset, it takes half the logical CPUs, as if each core had two hyperthreads: one thread on
+    a 2-vCPU machine, where every kernel was tuned with two (a model then runs twice slower)."""
+    os.environ.setdefault("TVM_NUM_THREADS", str(threads))
+
+
 def make_target(name: str, threads: int | None = None, mcpu: str | None = None, arch: str = "sm_90") -> Target:
     """The target `name` ("cpu" or "cuda"): kernels built for this machine's CPU (`mcpu`: LLVM's
     name of another) with `threads` threads each (default: the cores this process may use), or

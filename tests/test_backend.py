@@ -3,6 +3,7 @@
 Small models with an operator TVM's frontend has no converter for (erfinv), a graph break,
 records written by one process and used by another, and regions that fail."""
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -202,6 +203,26 @@ def test_records_tuned_in_one_process_are_reused_by_another(tmp_path):
     for _, best, tuned, torch_ops in (first[0], second[0]):
         if torch_ops == "0":  # the all-TVM build kept: every tuned schedule in it
             assert tuned == best
+
+
+def test_the_backend_runs_tvms_kernels_on_every_core_in_a_users_process(tmp_path):
+    """In a process that never set TVM_NUM_THREADS, TVM would size its pool at half the logical
+    CPUs (one thread on a 2-vCPU machine, where the kernels were tuned with two); the backend
+    sizes it with its threads before the first kernel runs."""
+    script = textwrap.dedent(f"""
+        import torch, tensortune, tvm_ffi
+        from tensortune.measure.config import MeasureConfig
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+        fast = torch.compile(model, backend=tensortune.backend(db={str(tmp_path / "t.db")!r}, progress=False))
+        with torch.no_grad():
+            fast(torch.randn(4, 8))
+        print(tvm_ffi.get_global_func("runtime.NumThreads")(), MeasureConfig().threads)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    pool, cores = run.stdout.split()
+    assert pool == cores
 
 
 @pytest.mark.parametrize("name", ["conv_block", "tiny_transformer"])

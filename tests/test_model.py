@@ -472,6 +472,25 @@ def test_layers_with_their_epilogue_become_one_packed_onednn_call(module, inputs
     assert all(onednn._packed[site] is weight for site, weight in packed.items())  # reused, not packed again
 
 
+@pytest.mark.parametrize("attr,residual", [("none", False), ("relu", False), ("gelu", False), ("none", True)])
+def test_every_way_to_run_a_linear_layer_computes_it(attr, residual):
+    """The packed linear layer's candidates (oneDNN with its post-op, eager's addmm, MKL's packed
+    product where torch has MKL, each then the activation or residual in place) all give
+    F.linear's answer: whichever the first call's timing keeps, the layer is right."""
+    from tensortune.model import onednn
+
+    torch.manual_seed(0)
+    x, w, b, other = torch.randn(24, 40), torch.randn(56, 40), torch.randn(56), torch.randn(24, 56)
+    expected = torch.nn.functional.linear(x, w, b)
+    expected = {"none": expected, "relu": expected.relu(), "gelu": torch.nn.functional.gelu(expected, approximate="tanh")}[attr]
+    algorithm = "tanh" if attr == "gelu" else ""  # as the call site passes it
+    candidates = onednn.linear_candidates(w, b, x, attr, algorithm, [], other.clone() if residual else None)
+    assert len(candidates) == (3 if torch.backends.mkl.is_available() else 2)
+    for layer in candidates:
+        got = layer(x, other.clone()) if residual else layer(x)
+        torch.testing.assert_close(got, expected + other if residual else expected, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_becomes_one_call_of_torchs_fused_attention(causal):
     """softmax(QK^T / sqrt(d) + mask) V, written by torch.export as broadcast 3-D matmuls, is one

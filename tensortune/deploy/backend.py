@@ -86,7 +86,7 @@ class Backend:
 
         from ..measure.config import MeasureConfig
         from ..model.partition import SPENT, bind_inputs, capture, operator_count, partition
-        from ..target import make_target
+        from ..target import make_target, size_tvm_pool
 
         if not all(isinstance(x, torch.Tensor) for x in example_inputs):
             _warn("a graph with dynamic shapes runs in PyTorch (compile with dynamic=False to recompile per shape)")
@@ -103,6 +103,7 @@ class Backend:
         clock = Clock(f"graph {len(self.in_torch) + 1}", self.config.compile_budget_s, self.config.progress)
         try:
             target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
+            size_tvm_pool(target.threads)  # before the first kernel of this process runs
             frozen = bind_inputs(gm, weights, len(example_inputs)) if weights else gm
             clock.stage("capturing and partitioning")
             parts = partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops),

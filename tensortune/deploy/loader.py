@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from ..errors import UserError
+from ..target import size_tvm_pool
 
 ALIGNMENT = 64  # bytes: TVM's kernels assume it
 
@@ -78,17 +79,12 @@ def _device(meta: dict) -> str:
     return "cuda" if meta["target"]["kind"] == "cuda" else "cpu"
 
 
-def _threads(count: int) -> None:
-    """TVM sizes its thread pool once, from TVM_NUM_THREADS (else one thread here)."""
-    os.environ.setdefault("TVM_NUM_THREADS", str(count))
-
-
 class TunedModel:
     """A tuned model: call it with the model's inputs (torch tensors) as the module is called."""
 
     def __init__(self, folder: Path):
         self.meta = _read(folder / "model.json")
-        _threads(self.meta["threads"])
+        size_tvm_pool(self.meta["threads"])
         import tvm
         from tvm import relax
 
@@ -123,7 +119,7 @@ class TunedKernel:
 
     def __init__(self, folder: Path):
         self.meta = _read(folder / "record.json")
-        _threads(self.meta.get("threads", 1))
+        size_tvm_pool(self.meta.get("threads", 1))
         import tvm
 
         self.device = _device(self.meta)

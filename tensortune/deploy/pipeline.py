@@ -10,7 +10,6 @@ options, calls this and prints the result.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -21,7 +20,7 @@ from ..measure.config import MeasureConfig
 from ..model import BuiltModel, ModelSummary, build_model, default_trials, export_model, import_model
 from ..model import tune_model as tune_kernels
 from ..model.end_to_end import EndToEnd, measure_end_to_end
-from ..target import Target, check_runnable
+from ..target import Target, check_runnable, size_tvm_pool
 from ..tuning.tuner import TuneConfig
 from .split_model import SplitModel, build_split, combined, end_to_end, import_split, in_torch_line
 
@@ -60,7 +59,7 @@ def tune_model(module, example_inputs: tuple, target: Target, db: Database | str
     receives one line per stage, `progress(states, done, wanted)` each tuning round."""
     measure = measure or MeasureConfig(threads=target.threads)
     check_runnable(target)
-    os.environ["TVM_NUM_THREADS"] = str(target.threads)  # the model is checked and timed in this process too
+    size_tvm_pool(target.threads)  # the model is checked and timed in this process too
     split = None
     try:
         imported = import_model(name, module, example_inputs, target.spec, torch_ops=torch_ops)

@@ -11,8 +11,8 @@ weight is packed on the site's first call and reused by every later one; a packe
 oneDNN's opaque tensor, which no TVM tensor can hold, so it lives here, in the process. The
 weight and bias come in already folded (batch norm, bias: model/epilogue.py). A linear layer
 is timed on its first call against eager's composition (torch's `addmm` on the plain weight,
-then its activation or residual add in place) and the faster kept for the site: oneDNN's
-packed call loses on small layers. Registered by
+then its activation or residual add in place) and MKL's packed product, and the fastest kept
+for the site: oneDNN's packed call loses on small layers, MKL's wins on Intel CPUs. Registered by
 model/torch_ops.register with torch's plain operators.
 """
 from __future__ import annotations
@@ -87,35 +87,53 @@ def linear_add(x, other, w, b, site, *shape):
 
 
 def _linear_layer(w, b, x, attr: str, algorithm: str, scalars: list, other=None):
-    """The site's layer as a function of its input (and of the residual, for `other`): oneDNN's
-    call with the packed weight and the post-op, or what eager runs (torch's `addmm` on the
-    plain weight, MKL's sgemm where torch has it, then the activation or the residual add in
-    place), whichever is faster on this input, timed here, once: oneDNN's packed call loses on
-    small layers (64 rows by 128: 26 us against 18 on a Zen 4)."""
+    """The site's layer as a function of its input (and of the residual, for `other`): the
+    fastest of its candidates (`linear_candidates`) on this input, timed here, once."""
+    return _fastest(linear_candidates(w, b, x, attr, algorithm, scalars, other), *((x,) if other is None else (x, other)))
+
+
+def linear_candidates(w, b, x, attr: str, algorithm: str, scalars: list, other=None) -> list:
+    """Each way to compute the layer: oneDNN's call with the packed weight and the post-op
+    fused, and each product without post-op (what eager runs, torch's `addmm` on the plain
+    weight; MKL's sgemm on its own packed weight where torch has MKL) followed by the activation
+    or the residual add in place. None wins everywhere: oneDNN's packed call loses on small
+    layers (64 rows by 128: 26 us against 18 on a Zen 4), MKL's packed one wins on Intel CPUs
+    and loses on AMD's (benchmarks/linear_vendors.py)."""
     import torch
 
     weight, bias = _linear_site(w, b, x)
-    plain = torch.from_dlpack(w).t()
+    products = _products(torch.from_dlpack(w), bias, x)
     if other is not None:
-        def onednn(x, other):
+        def onednn_add(x, other):
             return torch.ops.mkldnn._linear_pointwise.binary(x, other, weight, bias, "add")
 
-        def eager(x, other):
-            return torch.addmm(bias, x, plain).add_(other)
-
-        return min((onednn, eager), key=lambda layer: _seconds(layer, x, other))
+        return [onednn_add, *(lambda x, other, product=product: product(x).add_(other) for product in products)]
 
     def onednn(x):
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, attr, scalars, algorithm or None)
 
     activation = _IN_PLACE.get(attr)
-    if activation is None:
-        return onednn
+    if activation is None:  # a post-op eager's composition does not offer
+        return [onednn]
+    return [onednn, *(lambda x, product=product: activation(product(x), algorithm) for product in products)]
 
-    def eager(x):
-        return activation(torch.addmm(bias, x, plain), algorithm)
 
-    return min((onednn, eager), key=lambda layer: _seconds(layer, x))
+def _products(plain, bias, x) -> list:
+    """x @ plain.T + bias without post-op, as each vendor torch links computes it: eager's
+    `addmm`, and MKL's packed sgemm where torch has MKL."""
+    import torch
+
+    rows, transposed = x.shape[0], plain.t()
+    products = [lambda x: torch.addmm(bias, x, transposed)]
+    if torch.backends.mkl.is_available():
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(plain, rows)
+        products.append(lambda x: torch.ops.mkl._mkl_linear(x, packed, plain, bias, rows))
+    return products
+
+
+def _fastest(layers: list, *inputs):
+    """The layer of `layers` whose warm call on `inputs` is fastest."""
+    return min(layers, key=lambda layer: _seconds(layer, *inputs))
 
 
 def _gelu_(out, algorithm: str):
