@@ -73,7 +73,7 @@ from tvm import te
 x = te.placeholder((8,), name="x")
 y = te.compute((8,), lambda i: te.power(x[i], 3.0), name="y")
 tvm.compile(te.create_prim_func([x, y]), target="llvm")  # TVM warns about pow with y >= 3, in this process
-subprocess.run([sys.executable, "-c", "import os; os.write(2, b'[12:00:00] /tvm/src/a.cc:7: Warning: from a worker\\n')"])
+subprocess.run([sys.executable, "-c", "import os; os.write(2, b'[12:00:00] /tvm/src/a.cc:7: Warning: from a worker' + bytes([10]))"])
 print("kept: ours", file=sys.stderr)
 """
 
