@@ -112,6 +112,16 @@ def resolve(text: str, target_spec: dict):
     return kernels[detail]
 
 
+def trained_on(target_spec: dict) -> set[str]:
+    """The workload keys the packaged cost model for the target's kind learned from (its tasks,
+    by their corpus names): a comparison on one of them measures recall, not search."""
+    from tensortune.costmodel import pretrained
+
+    model = pretrained(target_spec["kind"])
+    names = set(model.info.get("tasks", [])) if model else set()
+    return {resolve(task.workload, target_spec).key for task in TRAINING if task.name in names}
+
+
 @lru_cache(maxsize=None)
 def _model_kernels(model: str, target_json: str) -> dict:
     from tensortune.model.importer import import_model, load_factory

@@ -15,12 +15,14 @@ its trials).
 Workloads: the three seed workloads and three zoo kernels the packaged cost model was not
 trained on (a ResNet-18 3x3 convolution, 128 channels at 28x28; a BERT dense layer, 128x768
 by 768x768; a MobileNetV2 depthwise convolution, 144 channels at 56x56; at most 3 seeds
-each). A 256-trial MetaSchedule run takes ~7 minutes on a 2-core machine: run one workload at a
-time and append.
+each). A workload the packaged cost model was trained on is refused unless --seen is given (the
+comparison would measure its recall, not the search), and each table's header says whether its
+workload was seen. A 256-trial MetaSchedule run takes ~7 minutes on a 2-core machine: run one
+workload at a time and append.
 
     .venv/bin/python benchmarks/vs_metaschedule.py --seeds 5 [--workloads gemm-1024 ...] [--trials 256]
         [--our-trials 256] [--configs metaschedule@sketch model@sketch model:pretrained=0@sketch ...]
-        [--out FILE --json FILE]
+        [--out FILE --json FILE] [--seen]
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import statistics
 import tempfile
 import time
 
-from corpus import resolve
+from corpus import resolve, trained_on
 from provenance import header
 from tensortune.db import Database
 from tensortune.measure.config import MeasureConfig
@@ -128,6 +130,18 @@ def table(result: dict, configs: list[str]) -> list[str]:
     return lines
 
 
+def held_out_check(workloads: list[str], allow_seen: bool) -> set[str]:
+    """The workloads among `workloads` the packaged cost model learned from; an error naming
+    them unless `allow_seen`."""
+    spec = make_target("cpu", MeasureConfig().threads).spec
+    trained = trained_on(spec)
+    seen = {name for name in workloads if resolve(name, spec).key in trained}
+    if seen and not allow_seen:
+        raise SystemExit(f"error: the packaged cost model was trained on {', '.join(sorted(seen))}: a comparison "
+                         "there measures its recall; pick held-out workloads, or pass --seen to run them anyway")
+    return seen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=1, help=f"runs per configuration (the zoo kernels: at most {ZOO_SEEDS})")
@@ -139,15 +153,20 @@ def main() -> None:
                         help="strategy@space, MetaSchedule first (the reference of the ratios)")
     parser.add_argument("--out", help="append the tables to this file")
     parser.add_argument("--json", help="append every run (latencies and wall times) to this file, one line a workload")
+    parser.add_argument("--seen", action="store_true", help="also run workloads the packaged cost model was "
+                        "trained on (refused otherwise: they measure its recall, not the search)")
     args = parser.parse_args()
     if not args.configs[0].startswith("metaschedule@"):
         raise SystemExit("error: the first --configs entry is the reference: make it metaschedule@SPACE")
+    seen = held_out_check(args.workloads, args.seen)
     trials = {c: args.trials if c.startswith("metaschedule@") else args.our_trials or args.trials for c in args.configs}
     threads = MeasureConfig().threads
     for name in args.workloads:
         seeds = min(args.seeds, ZOO_SEEDS) if name in ZOO_KERNELS else args.seeds
         result = compare(name, args.configs, trials, seeds)
-        text = "\n".join([*header(threads), *table(result, args.configs)])
+        note = f"workload {name}: " + ("SEEN in the packaged cost model's training tasks (--seen)" if name in seen
+                                        else "held out of the packaged cost model's training tasks")
+        text = "\n".join([*header(threads), note, *table(result, args.configs)])
         print("\n" + text, flush=True)
         if args.out:
             with open(args.out, "a") as f:

@@ -88,6 +88,28 @@ def two_classes(address: str, tmp: str) -> dict:
             "local_hardware": make_target("cpu", 1).hardware}
 
 
+def node_head(tmp: str) -> dict:
+    """From nothing to a cluster tune in two commands: `tensortune node --head` (a Ray head on
+    this machine, itself a device node of its class), then `tune --cluster auto`."""
+    import shutil
+    import subprocess
+
+    command = [sys.executable, "-m", "tensortune"]
+    started = subprocess.run([*command, "node", "--head", "--threads", "1"], capture_output=True, text=True,
+                             timeout=180)
+    try:
+        tuned = subprocess.run([*command, "tune", "gemm", "--shape", "32,32,32", "--trials", "4", "--batch", "4",
+                                "--strategy", "random", "--threads", "1", "--no-baselines", "--db", f"{tmp}/auto.db",
+                                "--json", "--cluster", "auto"], capture_output=True, text=True, timeout=300)
+    finally:
+        subprocess.run([shutil.which("ray", path=os.path.dirname(sys.executable)), "stop", "--force"],
+                       capture_output=True, timeout=120)
+    return {"started": started.returncode, "start_output": (started.stdout + started.stderr)[-2000:],
+            "tuned": tuned.returncode, "tune_output": tuned.stderr[-2000:],
+            "records": _records(f"{tmp}/auto.db") if tuned.returncode == 0 else {},
+            "hardware": make_target("cpu", 1).hardware}
+
+
 def main(out: str) -> None:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1, resources={DEVICE + "fake-a": 1})
@@ -105,6 +127,10 @@ def main(out: str) -> None:
 
     ray.shutdown()
     cluster.shutdown()
+    with tempfile.TemporaryDirectory() as tmp:
+        found["node_head"] = node_head(tmp)
+    with open(out, "w") as f:
+        json.dump(found, f)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,31 @@ def test_an_internal_error_is_one_line_and_exit_1_and_debug_shows_the_traceback(
         app.registered_commands.pop()
 
 
+QUIET_SCRIPT = """
+import subprocess, sys
+from tensortune.cli.quiet import drop_tvm_log
+if sys.argv[1] == "quiet":
+    drop_tvm_log()
+import tvm
+from tvm import te
+x = te.placeholder((8,), name="x")
+y = te.compute((8,), lambda i: te.power(x[i], 3.0), name="y")
+tvm.compile(te.create_prim_func([x, y]), target="llvm")  # TVM warns about pow with y >= 3, in this process
+subprocess.run([sys.executable, "-c", "import os; os.write(2, b'[12:00:00] /tvm/src/a.cc:7: Warning: from a worker' + bytes([10]))"])
+print("kept: ours", file=sys.stderr)
+"""
+
+
+def test_tvms_log_lines_are_dropped_unless_verbose():
+    """TVM's C++ log lines, from the process and from processes it starts, do not reach standard
+    error by default (the command line calls drop_tvm_log unless --verbose); other lines do."""
+    quiet, verbose = (subprocess.run([sys.executable, "-c", QUIET_SCRIPT, mode], capture_output=True, text=True,
+                                     timeout=300) for mode in ("quiet", "verbose"))
+    assert quiet.returncode == verbose.returncode == 0, quiet.stderr + verbose.stderr
+    assert "Detected pow(x, y)" in verbose.stderr and "from a worker" in verbose.stderr  # the test can fail
+    assert "Warning" not in quiet.stderr and "kept: ours" in quiet.stderr
+
+
 def test_make_clean_keeps_the_users_records():
     done = subprocess.run(["make", "-n", "clean"], capture_output=True, text=True, check=True, cwd=ROOT)
     assert "rm -rf .venv" in done.stdout and "tensortune.db" not in done.stdout

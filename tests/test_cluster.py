@@ -52,3 +52,13 @@ def test_a_tune_over_two_device_classes_stores_what_a_local_tune_stores_once_per
     assert classes["cluster"]["fake-a"] == classes["cluster"]["fake-b"] == local
     assert len(local) == len(set(p for p, _ in local)) == 8  # no point twice
     assert all(status == "ok" for _, status in local)
+
+
+def test_two_commands_take_a_machine_from_nothing_to_a_cluster_tune(found):
+    """`tensortune node --head`, then `tune --cluster auto`: the task is tuned on this machine's
+    device class with no resource declared by hand."""
+    head = found["node_head"]
+    assert head["started"] == 0, head["start_output"]
+    assert head["tuned"] == 0, head["tune_output"]
+    assert list(head["records"]) == [head["hardware"]]
+    assert len(head["records"][head["hardware"]]) == 4

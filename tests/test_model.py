@@ -547,6 +547,46 @@ def test_attention_with_softmaxs_guard_for_rows_masked_whole_is_one_call():
     assert not expected[0, 3].any() and abs(out - expected).max() <= 1e-5
 
 
+class _NeoAttention(torch.nn.Module):
+    """GPT-Neo's attention: no scale, the causal mask as where(causal, scores, float32's min),
+    then the caller's additive mask."""
+
+    def __init__(self, width: int = 32, heads: int = 2, length: int = 8):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(width, width) for _ in range(3))
+        self.heads = heads
+        self.register_buffer("causal", torch.ones(length, length, dtype=torch.bool).tril())
+
+    def forward(self, x, mask):
+        b, n, width = x.shape
+        q, k, v = (layer(x).reshape(b, n, self.heads, -1).transpose(1, 2) for layer in (self.q, self.k, self.v))
+        scores = torch.where(self.causal, q @ k.transpose(-1, -2), torch.tensor(torch.finfo(torch.float32).min))
+        out = torch.softmax(scores + mask, dim=-1) @ v
+        return out.transpose(1, 2).reshape(b, n, width)
+
+
+def test_attention_with_a_mask_kept_where_true_and_a_second_mask_is_one_call():
+    """GPT-Neo's two masks (the causal one as where(cond, scores, min), then the caller's added)
+    add up into the one call's mask: no softmax kernel, and the build matches torch with part
+    of a row masked by the caller."""
+    from tensortune.model.torch_ops import ATTENTION, register
+    from tensortune.model.vm import run
+
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    module, x, mask = _NeoAttention().eval(), torch.randn(1, 8, 32), torch.zeros(1, 1, 8, 8)
+    model = import_model("neo", module, (x, mask), target.spec, torch_ops=True)
+    assert str(model.with_torch_ops.mod["main"]).count(f'"{ATTENTION}"') == 1
+    assert not any("softmax" in k.name for k in model.with_torch_ops.kernels)
+    register()
+    built = build_checked(model.with_torch_ops, target, {}, {}, seed=1)
+    mask[..., 5, :2] = torch.finfo(torch.float32).min
+    out, = run(built.executable, [x.numpy(), mask.numpy()])
+    with torch.no_grad():
+        expected = module(x, mask).numpy()
+    assert abs(out - expected).max() <= 1e-5
+
+
 def test_linear_layers_side_by_side_are_one_vendor_call():
     """Q, K and V projections of one activation are one linear call (their weights side by side,
     the output sliced), and the build still matches torch; the all-TVM build keeps them apart."""

@@ -22,6 +22,8 @@ DB = typer.Option("tensortune.db", "--db", help="SQLite file of records")
 TARGET = typer.Option("cpu", "--target", help="where kernels run: cpu | cuda")
 ARCH = typer.Option("sm_90", "--arch", help="GPU architecture for --target cuda (sm_80, sm_90, ...)")
 THREADS = typer.Option(None, "--threads", help="threads per kernel (default: the cores this process may use)")
+SEED = typer.Option(0, "--seed")
+BATCH = typer.Option(16, "--batch", min=1, help="candidates per round")
 MCPU = typer.Option(None, "--mcpu", help="LLVM CPU name (default: this machine's, e.g. znver4)")
 CLUSTER = typer.Option(None, "--cluster", help="a Ray cluster's address (auto: the one this machine is in): builds "
                        "and timings on its nodes (docs/ray.md); without it, nothing of Ray is used")

@@ -9,14 +9,17 @@ from typer.exceptions import TyperException
 
 from ..errors import UserError
 from .common import app, err
+from .quiet import drop_tvm_log
 
 
 def main() -> None:
     """The console entry point: a user's mistake exits 2, a fault of ours 1, each with one
-    `error:` line; `--debug` (anywhere on the line) shows the traceback instead."""
-    debug = "--debug" in sys.argv
-    if debug:
-        sys.argv.remove("--debug")
+    `error:` line; `--debug` (anywhere on the line) shows the traceback instead, `--verbose`
+    TVM's own log lines."""
+    debug, verbose = ("--debug" in sys.argv), ("--verbose" in sys.argv)
+    sys.argv = [arg for arg in sys.argv if arg not in ("--debug", "--verbose")]
+    if not verbose:  # TVM's log lines, ours and our workers', shown only when asked for (cli/quiet.py)
+        drop_tvm_log()
     # torch.fx's deep copies trip typing_extensions' deprecation of a torch pytree idiom: torch's
     # business, not the user's, and it would read as a failure of ours on standard error
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)

@@ -3,6 +3,11 @@ a Ray cluster as a device node)."""
 from __future__ import annotations
 
 import importlib.util
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -30,10 +35,25 @@ def mcp(db: str = DB, target: str = TARGET, threads: Optional[int] = THREADS, mc
 
 
 @app.command()
-def node(cluster: str = typer.Option("HEAD:6379", "--cluster", help="the Ray head's address"),
+def node(cluster: Optional[str] = typer.Option(None, "--cluster", help="join the Ray head at this HOST:PORT"),
+         head: bool = typer.Option(False, "--head", help="start a Ray head here (this machine its first device node)"),
+         print_only: bool = typer.Option(False, "--print", help="print the ray start command, run nothing"),
          target: str = TARGET, threads: Optional[int] = THREADS, mcpu: Optional[str] = MCPU, arch: str = ARCH) -> None:
-    """Print this machine's device class and the command that joins it to a Ray cluster as a device node."""
-    from ..measure.cluster import node_command
+    """Make this machine a device node of its class in a Ray cluster: start the cluster here (--head) or join one
+    (--cluster HOST:PORT). Then `tune ... --cluster auto` sends builds to every node, timing to device nodes."""
+    from ..measure.cluster import node_argv
 
+    if head == (cluster is not None):
+        raise UserError("give --head (start a cluster on this machine) or --cluster HOST:PORT (join one)",
+                        option="--cluster")
     tgt = target_from(target, threads, mcpu, arch)
-    out.print(f"device class: {tgt.hardware}\n{node_command(tgt.hardware, cluster)}", highlight=False)
+    argv = node_argv(tgt.hardware, None if head else cluster)
+    out.print(f"device class: {tgt.hardware}\n{shlex.join(argv)}", highlight=False)
+    if print_only:
+        return
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
+    if ray is None:
+        raise UserError("Ray is not installed: pip install -e '.[cluster]'")
+    if subprocess.run([ray, *argv[1:]]).returncode:
+        raise UserError("ray start failed (its output is above)")
+    out.print("this machine is a device node: tensortune tune WORKLOAD --cluster auto", highlight=False)

@@ -12,35 +12,35 @@ import typer
 from ..errors import UserError
 from ..search import DEFAULT, STRATEGIES, check_options, strategy_class
 from ..space import SPACES, check_fits
-from .common import (ARCH, ASK_TELL, CLUSTER, DB, MCPU, OPTION, TARGET, THREADS, app, device_classes, err, ms, out,
-                     parse_options, progress_bar, target_from)
+from .common import (ARCH, ASK_TELL, BATCH, CLUSTER, DB, MCPU, OPTION, SEED, TARGET, THREADS, app, device_classes, err,
+                     ms, out, parse_options, progress_bar, target_from)
+
+
+MODEL = typer.Argument(..., help="FILE.py:FACTORY (returns the module and example inputs) or a zoo model: "
+                                 "resnet18, mobilenet_v2, bert_layer, gpt_block, ...")
+TRIALS = typer.Option(None, "--trials", min=1, help="search trials for the whole model, earlier runs' included "
+                      "(default: 32 per tunable kernel)")
+STRATEGY = typer.Option(DEFAULT, "--strategy", help=ASK_TELL)
+SPACE = typer.Option("sketch", "--space", help=" | ".join(SPACES) + " (sketch fits any kernel)")
+OUT_DIR = typer.Option(None, "--out", help="folder for the tuned model (model.so, model.json): tensortune.load(folder) "
+                       "calls it from torch")
+TORCH_OPS = typer.Option(True, help="also build the model calling torch for the operations it implements "
+                         "(convolution, matmul; CPU) and keep it where faster")
+COMPARE = typer.Option(True, help="time torch eager, TVM's default build and the tuned model end to end (CPU targets)")
+AS_JSON = typer.Option(False, "--json", help="print the summary as one JSON object")
 
 
 @app.command("tune-model")
-def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns the module and example inputs) "
-                                                 "or a zoo model: resnet18, mobilenet_v2, bert_layer, gpt_block, ..."),
-               trials: Optional[int] = typer.Option(None, "--trials", min=1, help="search trials for the whole model, earlier "
-                                                    "runs' included (default: 32 per tunable kernel)"),
-               strategy: str = typer.Option(DEFAULT, "--strategy", help=ASK_TELL),
-               option: Optional[list[str]] = OPTION,
-               space: str = typer.Option("sketch", "--space", help=" | ".join(SPACES) + " (sketch fits any kernel)"),
-               target: str = TARGET, arch: str = ARCH,
-               out_dir: Optional[str] = typer.Option(None, "--out", help="folder for the tuned model (model.so, "
-                                                     "model.json): tensortune.load(folder) calls it from torch"),
-               seed: int = typer.Option(0, "--seed"), db: str = DB, threads: Optional[int] = THREADS,
-               mcpu: Optional[str] = MCPU, batch: int = typer.Option(16, "--batch", min=1, help="candidates per round"),
-               torch_ops: bool = typer.Option(True, help="also build the model calling torch for the operations it "
-                                              "implements (convolution, matmul; CPU) and keep it where faster"),
-               compare: bool = typer.Option(True, help="time torch eager, TVM's default build and the tuned model "
-                                            "end to end (CPU targets)"),
-               cluster: Optional[str] = CLUSTER,
-               as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object")) -> None:
+def tune_model(model: str = MODEL, trials: Optional[int] = TRIALS, strategy: str = STRATEGY,
+               option: Optional[list[str]] = OPTION, space: str = SPACE, target: str = TARGET, arch: str = ARCH,
+               out_dir: Optional[str] = OUT_DIR, seed: int = SEED, db: str = DB, threads: Optional[int] = THREADS,
+               mcpu: Optional[str] = MCPU, batch: int = BATCH, torch_ops: bool = TORCH_OPS, compare: bool = COMPARE,
+               cluster: Optional[str] = CLUSTER, as_json: bool = AS_JSON) -> None:
     """Tune every kernel of a PyTorch model with one budget; build it, check it against torch, time it against torch
     eager, export it."""
     from ..deploy.pipeline import tune_model as run_pipeline
     from ..measure.config import MeasureConfig
     from ..model import load_factory
-    from ..report.tables import model_json, model_table
     from ..target import check_runnable
     from ..tuning.tuner import TuneConfig
 
@@ -63,6 +63,13 @@ def tune_model(model: str = typer.Argument(..., help="FILE.py:FACTORY (returns t
     finally:
         if bar.live.is_started:
             bar.stop()
+    _print_result(tuned, as_json)
+
+
+def _print_result(tuned, as_json: bool) -> None:
+    """The tuned model's table (or JSON); where interrupted, what was written, and exit 130."""
+    from ..report.tables import model_json, model_table
+
     if tuned.interrupted:
         out.print("wrote " + ", ".join(map(str, tuned.paths)) if tuned.paths else "run the same command again to resume")
         sys.exit(130)

@@ -82,32 +82,19 @@ class Backend:
     def __call__(self, gm, example_inputs):
         """The graph with its TVM regions compiled; the graph itself (all PyTorch) where it
         cannot be captured with static shapes for inference."""
-        import torch
+        from ..model.partition import SPENT
 
-        from ..measure.config import MeasureConfig
-        from ..model.partition import SPENT, bind_inputs, capture, operator_count, partition
-        from ..target import make_target, size_tvm_pool
-
-        if not all(isinstance(x, torch.Tensor) for x in example_inputs):
-            _warn("a graph with dynamic shapes runs in PyTorch (compile with dynamic=False to recompile per shape)")
-            return gm.forward
-        if torch.is_grad_enabled() and any(x.requires_grad for x in example_inputs):
-            _warn("a graph that autograd records runs in PyTorch: TVM's kernels have no gradients; "
-                  "call the compiled model under torch.no_grad() or torch.inference_mode()")
+        refusal = _refusal(example_inputs)
+        if refusal:
+            _warn(refusal)
             return gm.forward
         # dynamo passes the module's parameters and buffers as inputs: they are frozen into the
         # graph (as Torch-TensorRT does), so TVM folds what depends on them alone once, at build
         # (a batch norm's statistics into the convolution's weight)
         weights = _frozen(gm, example_inputs)
-        inputs = tuple(x for i, x in enumerate(example_inputs) if i not in weights)
         clock = Clock(f"graph {len(self.in_torch) + 1}", self.config.compile_budget_s, self.config.progress)
         try:
-            target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
-            size_tvm_pool(target.threads)  # before the first kernel of this process runs
-            frozen = bind_inputs(gm, weights, len(example_inputs)) if weights else gm
-            clock.stage("capturing and partitioning")
-            parts = partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops),
-                              deadline=clock.deadline)
+            target, parts = self._partition(gm, weights, example_inputs, clock)
         except Exception as err:  # TVM's and torch's assorted errors: the graph runs as it is, never breaks
             _warn(f"a graph runs in PyTorch: {err if isinstance(err, UserError) else type(err).__name__ + ': ' + str(err)[:300]}")
             return gm.forward
@@ -115,6 +102,31 @@ class Backend:
         self.refused.update(parts.refused)
         if SPENT in parts.refused.values():
             _warn(f"graph {len(self.in_torch)} runs in PyTorch in part or whole: {clock.over() or SPENT}")
+        kept = self._build_regions(parts, clock)
+        if not kept:  # nothing runs in TVM: dynamo's graph runs faster than its decomposed, split copy
+            clock.stage("done")
+            return gm.forward
+        graph = parts.graph
+        compiled = graph if not weights else lambda *args: graph(*[x for i, x in enumerate(args) if i not in weights])
+        return self._faster_or_eager(compiled, gm, example_inputs, kept, target.threads, clock)
+
+    def _partition(self, gm, weights: dict, example_inputs, clock: Clock):
+        """The target, and the graph (its weights bound) split into the regions TVM takes."""
+        from ..measure.config import MeasureConfig
+        from ..model.partition import bind_inputs, capture, partition
+        from ..target import make_target, size_tvm_pool
+
+        target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
+        size_tvm_pool(target.threads)  # before the first kernel of this process runs
+        inputs = tuple(x for i, x in enumerate(example_inputs) if i not in weights)
+        frozen = bind_inputs(gm, weights, len(example_inputs)) if weights else gm
+        clock.stage("capturing and partitioning")
+        return target, partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops),
+                                 deadline=clock.deadline)
+
+    def _build_regions(self, parts, clock: Clock) -> list:
+        """Each region built into the split graph, or left to PyTorch (with a warning saying why);
+        the regions built."""
         kept = []
         for number, region in enumerate(parts.regions):
             clock.stage(f"building {region.name} ({number + 1} of {len(parts.regions)}, {region.nodes} operators)")
@@ -126,13 +138,15 @@ class Backend:
             else:
                 setattr(parts.graph, region.name, compiled)
                 kept.append(compiled)
-        if not kept:  # nothing runs in TVM: dynamo's graph runs faster than its decomposed, split copy
-            clock.stage("done")
-            return gm.forward
-        graph = parts.graph
-        compiled = graph if not weights else lambda *args: graph(*[x for i, x in enumerate(args) if i not in weights])
+        return kept
+
+    def _faster_or_eager(self, compiled, gm, example_inputs, kept: list, threads: int, clock: Clock):
+        """`compiled` where it beats dynamo's own graph on the example inputs, else that graph
+        (all PyTorch), with a warning."""
+        from ..model.partition import operator_count
+
         clock.stage("timing the compiled graph against eager")
-        slower = _slower_than_eager(compiled, gm, example_inputs, kept, self.timer, target.threads)
+        slower = _slower_than_eager(compiled, gm, example_inputs, kept, self.timer, threads)
         clock.stage("done")
         if slower:  # its regions may beat theirs, and the rest still lose: decomposed, split, called through DLPack
             _warn(f"graph {len(self.in_torch)} runs in PyTorch: {slower}")
@@ -141,6 +155,18 @@ class Backend:
             return gm.forward
         self.regions += kept
         return compiled
+
+
+def _refusal(example_inputs) -> str:
+    """Why a graph runs in PyTorch without a try, if it must: dynamic shapes, or autograd."""
+    import torch
+
+    if not all(isinstance(x, torch.Tensor) for x in example_inputs):
+        return "a graph with dynamic shapes runs in PyTorch (compile with dynamic=False to recompile per shape)"
+    if torch.is_grad_enabled() and any(x.requires_grad for x in example_inputs):
+        return ("a graph that autograd records runs in PyTorch: TVM's kernels have no gradients; "
+                "call the compiled model under torch.no_grad() or torch.inference_mode()")
+    return ""
 
 
 def _slower_than_eager(compiled, gm, example_inputs, kept: list, timer: Callable, threads: int) -> str:
@@ -238,18 +264,13 @@ class Clock:
 
 def _region(region, config: BackendConfig, timer: Callable, deadline: float | None = None):
     """A region as a TVMRegion, or why PyTorch runs it instead: it cannot be built or checked,
-    or it was slower than eager, both called as the compiled graph calls them (torch tensors
-    in and out: the VM's call and DLPack's wrapping count, which a small region feels)."""
+    or it was slower than eager (`_kept_or_why`)."""
     from ..db import Database
     from ..measure.config import MeasureConfig
-    from ..model import build_model, import_model, tune_model
+    from ..model import build_model, import_model
     from ..model.build import tuned_before
-    from ..model.scheduler import default_trials
-    from ..model.vm import torch_seconds
     from ..space.base import first_line
     from ..target import make_target
-    from ..tuning.tuner import TuneConfig
-    from .torch_region import TVMRegion
 
     measure = MeasureConfig() if config.threads is None else MeasureConfig(threads=config.threads)
     target = make_target(config.target, measure.threads)
@@ -258,26 +279,45 @@ def _region(region, config: BackendConfig, timer: Callable, deadline: float | No
         # as tune-model: on a CPU also the build calling torch's matmuls and convolutions, the faster kept
         model = import_model(region.name, region.module, region.inputs, target.spec, torch_ops=True, fixed_inputs=True)
         if config.mode == "tune":
-            trials = config.trials or default_trials(model)
-            tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
-                       _progress(region.name) if config.progress else lambda *_: None)
+            _tune(model, region.name, config, target, db, measure)
         # times eager on the region's own inputs too; operations tried back in TVM one by one only where tuned
         built = build_model(model, target, db, timer=timer, deadline=deadline,
                             mix=config.mode == "tune" or tuned_before(model, target, db))
-        compiled = TVMRegion(built, region.module)
-        ours = timer("region", lambda: torch_seconds(lambda: compiled(*region.inputs), measure.threads))
-        eager = built.timed["eager"]
-        if compiled.in_torch:  # its check, on the first of those calls, failed
-            return compiled.in_torch
-        compiled.checked = False  # checked again on the user's own inputs, at their first call
-        if eager < ours:
-            refused = f" (the build calling torch was refused: {built.refused})" if built.refused else ""
-            return f"TVM took {ours * 1e3:.3f} ms a call against eager's {eager * 1e3:.3f} ms{refused}"
-        return compiled
+        return _kept_or_why(built, region, timer, measure.threads)
     except Exception as err:  # any failure of TVM's: the region stays in PyTorch, said once
         return f"{type(err).__name__}: {first_line(err)}"
     finally:
         db.close()
+
+
+def _tune(model, name: str, config: BackendConfig, target, db, measure) -> None:
+    """The region's kernels tuned (mode "tune") with `config.trials`, or the default budget."""
+    from ..model import tune_model
+    from ..model.scheduler import default_trials
+    from ..tuning.tuner import TuneConfig
+
+    trials = config.trials or default_trials(model)
+    tune_model(model, target, db, TuneConfig(trials=trials, space=config.space, strategy="model"), measure,
+               _progress(name) if config.progress else lambda *_: None)
+
+
+def _kept_or_why(built, region, timer: Callable, threads: int):
+    """The built region as a TVMRegion, or why PyTorch runs it instead: its check failed, or it
+    was slower than eager, both called as the compiled graph calls them (torch tensors in and
+    out: the VM's call and DLPack's wrapping count, which a small region feels)."""
+    from ..model.vm import torch_seconds
+    from .torch_region import TVMRegion
+
+    compiled = TVMRegion(built, region.module)
+    ours = timer("region", lambda: torch_seconds(lambda: compiled(*region.inputs), threads))
+    eager = built.timed["eager"]
+    if compiled.in_torch:  # its check, on the first of those calls, failed
+        return compiled.in_torch
+    compiled.checked = False  # checked again on the user's own inputs, at their first call
+    if eager < ours:
+        refused = f" (the build calling torch was refused: {built.refused})" if built.refused else ""
+        return f"TVM took {ours * 1e3:.3f} ms a call against eager's {eager * 1e3:.3f} ms{refused}"
+    return compiled
 
 
 def _progress(name: str):

@@ -60,9 +60,22 @@ def tune_model(module, example_inputs: tuple, target: Target, db: Database | str
     measure = measure or MeasureConfig(threads=target.threads)
     check_runnable(target)
     size_tvm_pool(target.threads)  # the model is checked and timed in this process too
-    split = None
+    imported, split = _imported(module, example_inputs, target, name, out, torch_ops, say)
+    db = db if isinstance(db, Database) else Database(str(db))
+    summary = _tune(imported, target, db, config, measure, say, progress)
+    # end to end on this CPU; with a cluster, kernels were timed there, not here
+    time_here = summary is not None and compare and target.name == "cpu" and not measure.cluster
+    if split is not None:
+        return _split_result(split, imported, summary, target, db, time_here, say)
+    return _whole_result(imported, summary, target, db, out, time_here, say)
+
+
+def _imported(module, example_inputs: tuple, target: Target, name: str, out, torch_ops: bool,
+              say) -> tuple[object, SplitModel | None]:
+    """The model as TVM takes it, whole, or (where it cannot) split into the parts it takes,
+    those parts as one model; and the split, if any."""
     try:
-        imported = import_model(name, module, example_inputs, target.spec, torch_ops=torch_ops)
+        return import_model(name, module, example_inputs, target.spec, torch_ops=torch_ops), None
     except NotConvertible as why:  # the partitioner takes what TVM can; the rest stays in PyTorch
         if out:
             raise UserError(f"{why}: a model that runs partly in PyTorch cannot be exported as one TVM library; "
@@ -70,13 +83,11 @@ def tune_model(module, example_inputs: tuple, target: Target, db: Database | str
                             "from this run's records", option="--out") from None
         split = import_split(name, module, example_inputs, target.spec, str(why))
         say(f"{why}: tuning the parts TVM takes; {in_torch_line(split, None)}")
-        imported = split.as_one()
-    db = db if isinstance(db, Database) else Database(str(db))
-    summary = _tune(imported, target, db, config, measure, say, progress)
-    # end to end on this CPU; with a cluster, kernels were timed there, not here
-    time_here = summary is not None and compare and target.name == "cpu" and not measure.cluster
-    if split is not None:
-        return _split_result(split, imported, summary, target, db, time_here, say)
+        return split.as_one(), split
+
+
+def _whole_result(imported, summary, target: Target, db: Database, out, time_here: bool, say) -> TuneModelResult:
+    """A model TVM takes whole: built, exported where asked, timed end to end where `time_here`."""
     built = build_model(imported, target, db, progress=say)
     paths = export_model(built, target, Path(out), db) if out else []
     if built.slower_than_eager:

@@ -79,9 +79,20 @@ def device_classes(address: str) -> dict[str, int]:
             if name.startswith(DEVICE)}
 
 
+def node_argv(hardware: str, address: str | None) -> list[str]:
+    """The `ray start` command that makes this machine a device node of its class: the head of
+    a new cluster where `address` is None, else a node joining the head at `address`."""
+    import json
+
+    where = "--head" if address is None else f"--address={address}"
+    return ["ray", "start", where, f"--resources={json.dumps({DEVICE + hardware: 1})}"]
+
+
 def node_command(hardware: str, address: str = "HEAD:6379") -> str:
-    """The `ray start` command that makes this machine a device node of its class."""
-    return f"ray start --address={address} --resources='{{\"{DEVICE}{hardware}\": 1}}'"
+    """`node_argv` as a shell line, to print."""
+    import shlex
+
+    return shlex.join(node_argv(hardware, address))
 
 
 class _Builder:
@@ -154,8 +165,6 @@ class RayEvaluator:
     class (`hardware`). Close it, or use it as a context."""
 
     def __init__(self, target_spec: dict, config: MeasureConfig, hardware: str):
-        import ray
-
         connect(config.cluster)
         classes = device_classes(config.cluster)
         if hardware not in classes:

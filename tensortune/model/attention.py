@@ -10,7 +10,9 @@ The chain, each binding used only by the next, from a `matmul` of two activation
                                  broadcast and merged (reshape), which are looked through
     s = s * c  or  s / c         scalar constants, any number of them: the scale (default 1)
     s = s + mask                 an additive mask broadcast to s (a tensor, or a constant)
-    s = where(cond, fill, s)     a constant condition (a causal mask): an additive constant mask
+    s = where(cond, fill, s)     a constant condition (a causal mask): an additive constant mask;
+    s = where(cond, s, fill)     also with the fill where the condition is false (GPT-Neo)
+                                 (any number of masks, added up; no scale after one)
     p = softmax(s, axis=-1)
     p = where(all(s == -inf), 0, p)   optional: torch's "safe softmax" (rows masked whole give 0,
                                  as torch's fused attention does), the guard computed from s
@@ -43,7 +45,7 @@ class Attention:
     last: object
     transposed: bool = False
     scale: float = 1.0
-    mask: object = None  # a Relax expression added to the scores, or None
+    masks: list = field(default_factory=list)  # Relax expressions added to the scores
     chain: list = field(default_factory=list)  # every call replaced, the first matmul first
 
 
@@ -106,14 +108,13 @@ def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bo
         call, name = binding.value, op_name(binding.value)
         if name in ("relax.reshape", "relax.broadcast_to") and np.prod(shape_of(call)) == np.prod(shape_of(var)):
             pass
-        elif stage == "scores" and name in ("relax.multiply", "relax.divide") and scalar_operand(call, var) is not None \
-                and (name == "relax.multiply" or call.args[0].same_as(var)):
+        elif stage == "scores" and not site.masks and name in ("relax.multiply", "relax.divide") \
+                and scalar_operand(call, var) is not None and (name == "relax.multiply" or call.args[0].same_as(var)):
             value = scalar_operand(call, var)
             site.scale *= value if name == "relax.multiply" else 1 / value
-        elif stage == "scores" and name in ("relax.add", "relax.where") and site.mask is None \
-                and len(shape_of(call)) == rank \
+        elif stage == "scores" and name in ("relax.add", "relax.where") and len(shape_of(call)) == rank \
                 and (mask := (_mask if name == "relax.add" else _causal)(call, var)) is not None:
-            site.mask = mask
+            site.masks.append(mask)
         elif stage == "scores" and name == "relax.nn.softmax" and int(call.attrs.axis) in (-1, len(shape_of(call)) - 1):
             stage, scores = "probabilities", var
         elif stage == "probabilities" and name == "relax.where" and _safe_softmax_guard(call, var, scores, values):
@@ -187,18 +188,35 @@ def _mask(call, var):
 
 
 def _causal(call, var):
-    """where(cond, fill, scores) with a constant condition and a scalar fill: the same as adding
-    a constant mask (fill where cond, 0 elsewhere), as a Relax constant."""
+    """where(cond, fill, scores), or where(cond, scores, fill), with a constant condition and a
+    scalar fill: the same as adding a constant mask (fill where the scores are not kept, 0
+    elsewhere), as a Relax constant."""
     from tvm import relax
     from tvm.ir.expr import Constant
 
-    cond, fill, scores = call.args
-    if not (scores.same_as(var) and isinstance(cond, Constant) and isinstance(fill, Constant)
+    cond, when_true, when_false = call.args
+    kept = when_false.same_as(var)
+    fill = when_true if kept else when_false
+    if not ((kept or when_true.same_as(var)) and isinstance(cond, Constant) and isinstance(fill, Constant)
             and value_of(fill).size == 1):
         return None
-    value = float(value_of(fill))
-    mask = np.where(value_of(cond), max(value, float(np.finfo(np.float32).min)), 0.0).astype(np.float32)
-    return relax.const(mask)
+    filled = value_of(cond).astype(bool) == kept  # where the fill is taken
+    value = max(float(value_of(fill)), float(np.finfo(np.float32).min))
+    return relax.const(np.where(filled, value, 0.0).astype(np.float32))
+
+
+def combined_masks(site: Attention) -> list:
+    """The site's masks as few as they can be: the constants added up into one (where two fill
+    the same place, -inf, which softmax takes as eager's float32 minimum twice), tensors as they are."""
+    from tvm import relax
+    from tvm.ir.expr import Constant
+
+    constants = [value_of(m) for m in site.masks if isinstance(m, Constant)]
+    tensors = [m for m in site.masks if not isinstance(m, Constant)]
+    if not constants:
+        return tensors
+    with np.errstate(over="ignore"):
+        return [relax.const(np.sum(np.broadcast_arrays(*constants), axis=0).astype(np.float32)), *tensors]
 
 
 def _swaps_last_two(call, rank: int) -> bool:

@@ -19,12 +19,12 @@ kernels assume.
 """
 from __future__ import annotations
 
+import functools
 import math
-
 import secrets
 
 from . import onednn
-from .attention import Attention, find_attention
+from .attention import Attention, combined_masks, find_attention
 from .epilogue import find_sites
 from .layout import ONEDNN_WEIGHTS, channels_last, each_function
 from .parallel_linear import merge_parallel_linears
@@ -51,11 +51,12 @@ def register(again: bool = False) -> None:
     def matmul(a, b):
         return torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b)).contiguous()
 
-    def attention(q, k, v, transposed, scale, rank, *rest):  # rest: the output's shape, then the mask if any
+    def attention(q, k, v, transposed, scale, rank, *rest):  # rest: the output's shape, then the masks if any
         k, shape = torch.from_dlpack(k), [int(d) for d in rest[:rank]]
+        masks = [torch.from_dlpack(m) for m in rest[rank:]]
         out = torch.nn.functional.scaled_dot_product_attention(
             torch.from_dlpack(q), k.transpose(-2, -1) if transposed else k, torch.from_dlpack(v),
-            attn_mask=torch.from_dlpack(rest[rank]) if len(rest) > rank else None, scale=scale)
+            attn_mask=functools.reduce(torch.add, masks) if masks else None, scale=scale)
         return out.reshape(shape).contiguous()
 
     fused = [(FUSED[name], getattr(onednn, name)) for name in FUSED]
@@ -117,10 +118,10 @@ def _site_call(site, visit):
     from tvm.ir import StringImm
 
     if isinstance(site, Attention):
-        shape, mask = [relax.prim_value(int(d)) for d in site.last.ty.shape], [visit(site.mask)] if site.mask is not None else []
+        shape, masks = [relax.prim_value(int(d)) for d in site.last.ty.shape], combined_masks(site)
         return relax.call_pure_packed(ATTENTION, visit(site.q), visit(site.k), visit(site.v),
                                       relax.prim_value(int(site.transposed)), relax.prim_value(float(site.scale)),
-                                      relax.prim_value(len(shape)), *shape, *mask, ty_args=site.last.ty)
+                                      relax.prim_value(len(shape)), *shape, *map(visit, masks), ty_args=site.last.ty)
 
     ints = relax.prim_value
     weight, bias = relax.const(site.weight), relax.const(site.bias)
