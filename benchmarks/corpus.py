@@ -113,13 +113,14 @@ def resolve(text: str, target_spec: dict):
 
 
 def trained_on(target_spec: dict) -> set[str]:
-    """The workload keys the packaged cost model for the target's kind learned from (its tasks,
-    by their corpus names): a comparison on one of them measures recall, not search."""
+    """The workload keys the packaged cost model for the target's kind learned from (its tasks'
+    tables): a comparison on one of them measures recall, not search."""
     from tensortune.costmodel import pretrained
 
     model = pretrained(target_spec["kind"])
     names = set(model.info.get("tasks", [])) if model else set()
-    return {resolve(task.workload, target_spec).key for task in TRAINING if task.name in names}
+    tables = [load_table(task) for task in TRAINING if task.name in names]
+    return {table.workload for table in tables if table is not None}  # the key each table was measured under
 
 
 @lru_cache(maxsize=None)

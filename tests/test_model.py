@@ -491,21 +491,28 @@ def test_every_way_to_run_a_linear_layer_computes_it(attr, residual):
         torch.testing.assert_close(got, expected + other if residual else expected, rtol=1e-4, atol=1e-4)
 
 
+def _built_as_one_attention_call(name: str, module, inputs: tuple):
+    """`module` imported with torch's operators has exactly one call of torch's attention and no
+    softmax kernel left in TVM; its build matches torch. The build."""
+    from tensortune.model.torch_ops import ATTENTION, register
+
+    target = make_target("cpu", 2)
+    model = import_model(name, module, inputs, target.spec, torch_ops=True)
+    assert str(model.with_torch_ops.mod["main"]).count(f'"{ATTENTION}"') == 1
+    assert not any("softmax" in k.name for k in model.with_torch_ops.kernels)
+    register()
+    built = build_checked(model.with_torch_ops, target, {}, {}, seed=1)
+    assert built.error <= tolerance("float32")
+    return built
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_becomes_one_call_of_torchs_fused_attention(causal):
     """softmax(QK^T / sqrt(d) + mask) V, written by torch.export as broadcast 3-D matmuls, is one
     scaled_dot_product_attention call (a causal mask as an additive constant): no softmax kernel
     is left in TVM, and the build matches torch."""
-    from tensortune.model.torch_ops import ATTENTION, register
-
     torch.manual_seed(0)
-    target = make_target("cpu", 2)
-    module = zoo.DecoderBlock(32, 2, 8, causal=causal).eval()
-    model = import_model("block", module, (torch.randn(1, 8, 32),), target.spec, torch_ops=True)
-    assert str(model.with_torch_ops.mod["main"]).count(f'"{ATTENTION}"') == 1
-    assert not any("softmax" in k.name for k in model.with_torch_ops.kernels)
-    register()
-    assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
+    _built_as_one_attention_call("block", zoo.DecoderBlock(32, 2, 8, causal=causal).eval(), (torch.randn(1, 8, 32),))
 
 
 class _MaskedSelfAttention(torch.nn.Module):
@@ -528,18 +535,11 @@ class _MaskedSelfAttention(torch.nn.Module):
 def test_attention_with_softmaxs_guard_for_rows_masked_whole_is_one_call():
     """The guard (rows whose scores are all -inf give 0) is part of the attention found: one
     call of torch's attention, no softmax kernel, and a row masked whole still comes out 0."""
-    from tensortune.model.torch_ops import ATTENTION, register
     from tensortune.model.vm import run
 
     torch.manual_seed(0)
-    target = make_target("cpu", 2)
     module, x, mask = _MaskedSelfAttention().eval(), torch.randn(1, 8, 32), torch.zeros(1, 1, 8, 8)
-    model = import_model("masked", module, (x, mask), target.spec, torch_ops=True)
-    assert str(model.with_torch_ops.mod["main"]).count(f'"{ATTENTION}"') == 1
-    assert not any("softmax" in k.name for k in model.with_torch_ops.kernels)
-    register()
-    built = build_checked(model.with_torch_ops, target, {}, {}, seed=1)
-    assert built.error <= tolerance("float32")
+    built = _built_as_one_attention_call("masked", module, (x, mask))
     mask[..., 3, :] = float("-inf")
     out, = run(built.executable, [x.numpy(), mask.numpy()])
     with torch.no_grad():
@@ -569,17 +569,11 @@ def test_attention_with_a_mask_kept_where_true_and_a_second_mask_is_one_call():
     """GPT-Neo's two masks (the causal one as where(cond, scores, min), then the caller's added)
     add up into the one call's mask: no softmax kernel, and the build matches torch with part
     of a row masked by the caller."""
-    from tensortune.model.torch_ops import ATTENTION, register
     from tensortune.model.vm import run
 
     torch.manual_seed(0)
-    target = make_target("cpu", 2)
     module, x, mask = _NeoAttention().eval(), torch.randn(1, 8, 32), torch.zeros(1, 1, 8, 8)
-    model = import_model("neo", module, (x, mask), target.spec, torch_ops=True)
-    assert str(model.with_torch_ops.mod["main"]).count(f'"{ATTENTION}"') == 1
-    assert not any("softmax" in k.name for k in model.with_torch_ops.kernels)
-    register()
-    built = build_checked(model.with_torch_ops, target, {}, {}, seed=1)
+    built = _built_as_one_attention_call("neo", module, (x, mask))
     mask[..., 5, :2] = torch.finfo(torch.float32).min
     out, = run(built.executable, [x.numpy(), mask.numpy()])
     with torch.no_grad():

@@ -48,6 +48,7 @@ def tune(workload: str = WORKLOAD, shape: Optional[str] = SHAPE, target: str = T
          out_dir: Optional[str] = OUT_DIR, as_json: bool = AS_JSON) -> None:
     """Tune WORKLOAD: search, verify, time, store; then report naive, hand, tuned and vendor times. With --cluster,
     once per device class of the cluster (each class its own task); with --shapes, a family at several shapes."""
+    from ..measure.baselines import measure_baselines
     from ..report import tables as report
     from ..target import check_runnable
     from ..tuning.tuner import TuneConfig
@@ -55,6 +56,7 @@ def tune(workload: str = WORKLOAD, shape: Optional[str] = SHAPE, target: str = T
 
     options = parse_options(option)
     check_options(strategy, options)  # unknown names and bad values stop before any work starts
+    # the space: as given, else a template for --shapes, else the workload's default (below, once it is known)
     config = TuneConfig(trials=trials, strategy=strategy, seed=seed, batch=batch, space=space or "cpu-template",
                         warm_start_family=warm_start_family, options=tuple(options.items()),
                         objectives=_objectives(strategy, objectives))
@@ -72,8 +74,6 @@ def tune(workload: str = WORKLOAD, shape: Optional[str] = SHAPE, target: str = T
     for tgt in targets:
         summary = _tuned(wl, tgt, database, config, cluster, as_json)
         if baselines and wl.family.source is None and tgt.name == "cpu" and not cluster:  # torch times here, not there
-            from ..measure.baselines import measure_baselines
-
             summary.baselines = measure_baselines(wl.name, wl.shape, tgt.threads)
         if as_json:
             print(json.dumps(report.as_json(summary)))

@@ -27,6 +27,7 @@ it a call of its registered `attention`.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -195,12 +196,12 @@ def _causal(call, var):
     from tvm.ir.expr import Constant
 
     cond, when_true, when_false = call.args
-    kept = when_false.same_as(var)
-    fill = when_true if kept else when_false
-    if not ((kept or when_true.same_as(var)) and isinstance(cond, Constant) and isinstance(fill, Constant)
+    fill_when_true = when_false.same_as(var)  # where(cond, fill, scores)
+    fill = when_true if fill_when_true else when_false
+    if not ((fill_when_true or when_true.same_as(var)) and isinstance(cond, Constant) and isinstance(fill, Constant)
             and value_of(fill).size == 1):
         return None
-    filled = value_of(cond).astype(bool) == kept  # where the fill is taken
+    filled = value_of(cond).astype(bool) == fill_when_true  # where the fill is taken
     value = max(float(value_of(fill)), float(np.finfo(np.float32).min))
     return relax.const(np.where(filled, value, 0.0).astype(np.float32))
 
@@ -216,7 +217,7 @@ def combined_masks(site: Attention) -> list:
     if not constants:
         return tensors
     with np.errstate(over="ignore"):
-        return [relax.const(np.sum(np.broadcast_arrays(*constants), axis=0).astype(np.float32)), *tensors]
+        return [relax.const(functools.reduce(np.add, constants).astype(np.float32)), *tensors]
 
 
 def _swaps_last_two(call, rank: int) -> bool:
