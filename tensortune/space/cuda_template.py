@@ -15,11 +15,11 @@ block and registers per thread (local buffers) against the GPU's limits.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from tvm import s_tir
 
 from ..points import InvalidPoint, Point
+from ..target import GpuLimits
 from .knobs import Choice, Split
 from ..workloads.fit import padded
 from .template import TemplateSpace, analyse
