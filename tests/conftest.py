@@ -19,6 +19,19 @@ def target_spec():
     return make_target("cpu", 2).spec
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Torch on one thread for a module's tests: the surrogate models of the strategies (GPs,
+    small networks) fit tiny matrices, which torch's OpenMP threads, spinning beside the other
+    pytest worker's compiles, made 2-5x slower (a 5-seed BO test took 97 s instead of 20)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def in_process_cli(capsys, monkeypatch):
     """The real command line (tensortune.cli.main) in this process, which has already paid

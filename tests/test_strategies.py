@@ -17,6 +17,8 @@ from tensortune.workloads import get_workload
 
 from synthetic import infeasible, needle_result, synthetic_result
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py says why
+
 
 @pytest.fixture(scope="module")
 def space():
