@@ -70,7 +70,7 @@ FAMILIES = tuple(dict.fromkeys(t.family for t in CORPUS))
 # bring (issue 24's item 3). Their tables hold random
 # points (`leaderboard.py --strategies random --seeds 2 --tasks ...` measures them): the
 # leaderboard does not replay them, as a table of random points cannot tell strategies apart.
-# None is a kernel benchmarks/vs_metaschedule.py compares on (ZOO_KERNELS there): those stay
+# None is a kernel benchmarks/vs_metaschedule.py compares on (HELD_OUT there): those stay
 # unseen.
 EXTRA = (
     _kernel("resnet18", "fused_conv2d2_subtract2_divide2_multiply2_add5_relu2", "conv2"),
@@ -98,13 +98,13 @@ def get_task(name: str) -> CorpusTask:
 
 
 def resolve(text: str, target_spec: dict):
-    """The workload 'MODEL:KERNEL' (a zoo model's kernel, by its function name), 'PRESET' or
-    'FAMILY:SHAPE' names."""
+    """The workload 'MODEL:KERNEL' (a kernel, by its function name, of a zoo model or of
+    'coverage.NAME', a model of benchmarks/coverage.py), 'PRESET' or 'FAMILY:SHAPE' names."""
     from tensortune.model.zoo import ZOO
     from tensortune.workloads import get_workload
 
     source, _, detail = text.partition(":")
-    if source not in ZOO:
+    if source not in ZOO and not source.startswith(COVERAGE):
         return get_workload(source, detail or None)
     kernels = _model_kernels(source, json.dumps(target_spec, sort_keys=True))
     if detail not in kernels:
@@ -123,11 +123,15 @@ def trained_on(target_spec: dict) -> set[str]:
     return {table.workload for table in tables if table is not None}  # the key each table was measured under
 
 
+COVERAGE = "coverage."  # a model of benchmarks/coverage.py's corpus, by its name there
+
+
 @lru_cache(maxsize=None)
 def _model_kernels(model: str, target_json: str) -> dict:
     from tensortune.model.importer import import_model, load_factory
 
-    name, (module, inputs) = load_factory(model)
+    factory = f"{Path(__file__).parent / 'coverage.py'}:{model[len(COVERAGE):]}" if model.startswith(COVERAGE) else model
+    name, (module, inputs) = load_factory(factory)
     imported = import_model(name, module, inputs, json.loads(target_json))
     return {k.name: k.workload for k in imported.kernels}
 

@@ -112,7 +112,8 @@ def bench(name: str, args) -> dict:
     from tensortune.measure.config import MeasureConfig
     from tensortune.model import build_model, export_model, import_model
     from tensortune.model.build import build_checked, fresh_case
-    from tensortune.model.end_to_end import vm_seconds
+    from tensortune.model.vm import vm_seconds
+    from tensortune.model.profile import seconds_by_function, top_functions
     from tensortune.model import tune_model, zoo
     from tensortune.model.torch_ops import vendor_calls
     from tensortune.target import make_target
@@ -158,6 +159,7 @@ def bench(name: str, args) -> dict:
             row["builds"] = built.timed  # each build's end-to-end seconds when the faster was chosen
             row["torch_share"] = 0.0
             row["calls"] = vendor_calls(built.build.mod)  # what the kept build runs where
+            row["profile"] = top_functions(seconds_by_function(built.executable, case))  # what holds it back
             export_model(built, target, Path(tmp) / "tuned", db)
             row["loaded"] = loaded_seconds(Path(tmp) / "tuned", inputs, target)
         else:
@@ -240,6 +242,9 @@ def table(rows: list[dict], args, head: list[str]) -> str:
                 lines.append(f"  {column} failed: {t[f'{column}_error']}")
         lines.append(f"  ours matches torch eager within {r['ours_error']:.1e} (relative); builds timed for the choice: "
                      + (", ".join(f"{b} {seconds * 1e3:.3f} ms" for b, seconds in r["builds"].items()) or "-"))
+        if "profile" in r:
+            lines.append("  ours' time by function (profiled, top 5): "
+                         + ", ".join(f"{name} {seconds * 1e3:.3f} ms {share:.0%}" for name, seconds, share in r["profile"]))
         if "ms_wall_s" in r:
             lines.append(f"  MetaSchedule tuned for {r['ms_wall_s']:.0f} s, ours {r['ours_wall_s']:.0f} s")
         if "in_torch" in r:

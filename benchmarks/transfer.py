@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import corpus  # noqa: E402
 from provenance import header  # noqa: E402
 
-from tensortune.costmodel import CostModel, relevance  # noqa: E402
+from tensortune.costmodel import CostModel  # noqa: E402
 from tensortune.costmodel.features import FEATURE_SETS  # noqa: E402
 from tensortune.measure.config import MeasureConfig  # noqa: E402
 from tensortune.target import make_target  # noqa: E402

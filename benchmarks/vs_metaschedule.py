@@ -12,44 +12,56 @@ best latency at its largest budget (the upper median over seeds, with how many r
 'never' where most do not; MetaSchedule's wall time is its tuning run, apportioned evenly over
 its trials).
 
-Workloads: the three seed workloads and three zoo kernels the packaged cost model was not
-trained on (a ResNet-18 3x3 convolution, 128 channels at 28x28; a BERT dense layer, 128x768
-by 768x768; a MobileNetV2 depthwise convolution, 144 channels at 56x56; at most 3 seeds
-each). A workload the packaged cost model was trained on is refused unless --seen is given (the
+Workloads (default): six held out of the packaged cost model's training tasks (HELD_OUT): two
+GEMM-like (a transformer's dense layer at 200 tokens, a length in no corpus table; a GPT
+block's fused QKV projection, 128x768 by 768x2304), two convolutions (a ResNet-18 3x3, 128
+channels at 28x28; a MobileNetV2 depthwise 3x3, 144 channels at 56x56), a 1D convolution at a
+shape in no table, and a kernel of a model from the coverage corpus of `benchmarks/coverage.py`
+(ConvNeXt's 7x7 depthwise convolution, 32 channels at 16x16).
+A workload the packaged cost model was trained on is refused unless --seen is given (the
 comparison would measure its recall, not the search), and each table's header says whether its
-workload was seen. A 256-trial MetaSchedule run takes ~7 minutes on a 2-core machine: run one
-workload at a time and append.
+workload was seen.
 
-    .venv/bin/python benchmarks/vs_metaschedule.py --seeds 5 [--workloads gemm-1024 ...] [--trials 256]
-        [--our-trials 256] [--configs metaschedule@sketch model@sketch model:pretrained=0@sketch ...]
-        [--out FILE --json FILE] [--seen]
+Resumable: with --runs FILE.jsonl every (workload, configuration, seed) run is appended to the
+file as it ends, with the machine and the code revision that measured it; run the same command
+again and the runs already in the file for this machine kind (CPU model and threads) are
+skipped. The tables pool only runs of this machine kind. A 256-trial MetaSchedule run takes ~7
+minutes on a 2-core machine: the full race (6 workloads x 5 seeds x 3 configurations) takes
+several sittings.
+
+    .venv/bin/python benchmarks/vs_metaschedule.py --seeds 5 --trials 256 --runs FILE.jsonl [--out FILE]
+        [--workloads gemm-1024 ...] [--our-trials 256]
+        [--configs metaschedule@sketch model@sketch model:pretrained=0@sketch ...] [--seen]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
+import os
 import tempfile
 import time
 
 from corpus import resolve, trained_on
-from provenance import header
+from provenance import header, revision
 from tensortune.db import Database
 from tensortune.measure.config import MeasureConfig
 from tensortune.target import make_target
 from tensortune.tuning.tuner import TuneConfig, tune
 
-SEED_WORKLOADS = ("conv1d-1024", "dwconv2d-seed", "gemm-1024")
-ZOO_KERNELS = ("resnet18:fused_conv2d3_subtract2_divide2_multiply2_add5_relu2", "bert_layer:fused_matmul3_add1",
-               "mobilenet_v2:fused_conv2d7_subtract5_divide5_multiply5_add10_tir_clip3")
-ZOO_SEEDS = 3  # at most, for the zoo kernels
+# kernel names as the importer names them now: a stale name stops the script before any run
+HELD_OUT = ("gemm:M=200,N=768,K=768", "gpt_block:fused_matmul_add1",
+            "resnet18:fused_conv2d3_subtract2_divide2_multiply2_add3_relu21",
+            "mobilenet_v2:fused_conv2d7_subtract5_divide5_multiply5_add5_maximum3_minimum31",
+            "conv1d:M=8192,N=96", "coverage.convnext:fused_conv2d1_add_transpose11")
 CONFIGS = ("metaschedule@sketch", "model@sketch", "evolutionary@sketch")
 BUDGETS = (16, 32, 64, 128, 256)
 
 
 def run(name: str, config: str, trials: int, seed: int) -> dict:
     """One tuning run of a configuration, STRATEGY@SPACE or STRATEGY:KEY=VALUE,...@SPACE (the
-    strategy's options): its latencies in measurement order and the wall seconds at each trial."""
+    strategy's options): its latencies in measurement order and the wall seconds at each trial,
+    with what it was and the machine and revision that measured it."""
     named, space = config.split("@")
     strategy, _, listed = named.partition(":")
     options = tuple((k, v) for k, _, v in (pair.partition("=") for pair in listed.split(",") if pair))
@@ -71,7 +83,33 @@ def run(name: str, config: str, trials: int, seed: int) -> dict:
         walls = [summary.tuning_s * (i + 1) / len(latencies) for i in range(len(latencies))]
     else:
         walls = [min(t for done, t in stamps.items() if done > i) for i in range(len(latencies))]
-    return {"seed": seed, "latencies": latencies, "walls": walls}
+    return {"workload": name, "config": config, "seed": seed, "trials": trials, "machine": machine_kind(),
+            "revision": revision(), "latencies": latencies, "walls": walls}
+
+
+def machine_kind() -> str:
+    """What runs are pooled by: the CPU model and the threads a run measures with."""
+    from tensortune.target import cpu_model
+
+    return f"{cpu_model()}, {MeasureConfig().threads} threads"
+
+
+def load_runs(path: str | None) -> list[dict]:
+    """The runs recorded in `path` (JSON lines), none if it does not exist yet."""
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def recorded(runs: list[dict], name: str, config: str, seed: int, trials: int) -> dict | None:
+    """A run of `config` on `name` with `seed` and at least `trials` on this machine kind, cut to
+    `trials`; None if there is none."""
+    kind = machine_kind()
+    for r in runs:
+        if (r["workload"], r["config"], r["seed"], r["machine"]) == (name, config, seed, kind) and r["trials"] >= trials:
+            return {**r, "trials": trials, "latencies": r["latencies"][:trials], "walls": r["walls"][:trials]}
+    return None
 
 
 def best_at(run_: dict, budget: int) -> float | None:
@@ -98,9 +136,22 @@ def summarise(runs: list[dict], quality: float) -> dict:
     return out
 
 
-def compare(name: str, configs: list[str], trials: dict, seeds: int) -> dict:
-    """Every configuration on one workload, each over `seeds` seeds; MetaSchedule first."""
-    runs = {c: [run(name, c, trials[c], seed) for seed in range(1, seeds + 1)] for c in configs}
+def compare(name: str, configs: list[str], trials: dict, seeds: int, runs_file: str | None) -> dict:
+    """Every configuration on one workload, each over `seeds` seeds, MetaSchedule first; a run
+    already in `runs_file` on this machine kind is reused, each new one appended as it ends."""
+    done = load_runs(runs_file)
+    runs = {}
+    for config in configs:
+        runs[config] = []
+        for seed in range(1, seeds + 1):
+            found = recorded(done, name, config, seed, trials[config])
+            if found is None:
+                print(f"vs_metaschedule: {name}, {config}, seed {seed}: {trials[config]} trials", flush=True)
+                found = run(name, config, trials[config], seed)
+                if runs_file:
+                    with open(runs_file, "a") as f:
+                        f.write(json.dumps(found) + "\n")
+            runs[config].append(found)
     peer = runs[configs[0]]
     most = max(b for b in BUDGETS if all(best_at(r, b) is not None for r in peer))
     quality = statistics.median(best_at(r, most) for r in peer)
@@ -144,15 +195,17 @@ def held_out_check(workloads: list[str], allow_seen: bool) -> set[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=1, help=f"runs per configuration (the zoo kernels: at most {ZOO_SEEDS})")
+    parser.add_argument("--seeds", type=int, default=1, help="runs per configuration")
     parser.add_argument("--trials", type=int, default=max(BUDGETS), help="MetaSchedule's trials")
     parser.add_argument("--our-trials", type=int, help="trials for our configurations (default: --trials)")
-    parser.add_argument("--workloads", nargs="+", default=[*SEED_WORKLOADS, *ZOO_KERNELS],
-                        help="presets, FAMILY:SHAPE, or MODEL:KERNEL for a zoo model's kernel")
+    parser.add_argument("--workloads", nargs="+", default=list(HELD_OUT),
+                        help="presets, FAMILY:SHAPE, or MODEL:KERNEL for a kernel of a zoo model or of "
+                        "coverage.MODEL (benchmarks/coverage.py)")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS),
                         help="strategy@space, MetaSchedule first (the reference of the ratios)")
     parser.add_argument("--out", help="append the tables to this file")
-    parser.add_argument("--json", help="append every run (latencies and wall times) to this file, one line a workload")
+    parser.add_argument("--runs", help="JSON lines: every run is appended as it ends, and those already there "
+                        "for this machine kind are not run again (resume by running the same command)")
     parser.add_argument("--seen", action="store_true", help="also run workloads the packaged cost model was "
                         "trained on (refused otherwise: they measure its recall, not the search)")
     args = parser.parse_args()
@@ -162,18 +215,14 @@ def main() -> None:
     trials = {c: args.trials if c.startswith("metaschedule@") else args.our_trials or args.trials for c in args.configs}
     threads = MeasureConfig().threads
     for name in args.workloads:
-        seeds = min(args.seeds, ZOO_SEEDS) if name in ZOO_KERNELS else args.seeds
-        result = compare(name, args.configs, trials, seeds)
-        note = f"workload {name}: " + ("SEEN in the packaged cost model's training tasks (--seen)" if name in seen
+        result = compare(name, args.configs, trials, args.seeds, args.runs)
+        note = f"workload {name}, runs of {machine_kind()}: " + ("SEEN in the packaged cost model's training tasks (--seen)" if name in seen
                                         else "held out of the packaged cost model's training tasks")
         text = "\n".join([*header(threads), note, *table(result, args.configs)])
         print("\n" + text, flush=True)
         if args.out:
             with open(args.out, "a") as f:
                 f.write(text + "\n\n")
-        if args.json:
-            with open(args.json, "a") as f:
-                f.write(json.dumps({"header": header(threads), **result}) + "\n")
 
 
 if __name__ == "__main__":

@@ -24,12 +24,10 @@ def one_torch_thread():
     """Torch on one thread for a module's tests: the surrogate models of the strategies (GPs,
     small networks) fit tiny matrices, which torch's OpenMP threads, spinning beside the other
     pytest worker's compiles, made 2-5x slower (a 5-seed BO test took 97 s instead of 20)."""
-    import torch
+    from tensortune.model.vm import torch_threads
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture

@@ -271,6 +271,20 @@ def test_the_end_to_end_figures_come_from_timing_each_build():
     assert timing.vs_eager > 10 and timing.threads == 2
 
 
+def test_a_profile_names_each_kernel_of_the_build_with_its_share_of_the_time():
+    from tensortune.model.profile import seconds_by_function, top_functions
+
+    module, inputs = zoo.conv_block()
+    target = make_target("cpu", 2)
+    model = import_model("conv_block", module, inputs, target.spec)
+    built = build_checked(model, target, {}, {}, seed=1)
+    case, _ = fresh_case(model, 0)
+    seconds = seconds_by_function(built.executable, case, calls=3)
+    assert {k.name for k in model.kernels} <= set(seconds) and all(s > 0 for s in seconds.values())
+    top = top_functions(seconds, count=2)
+    assert len(top) == 2 and top[0][1] >= top[1][1] and 0 < top[1][2] <= top[0][2] <= 1
+
+
 @pytest.mark.slow  # the fast subset skips it: pytest -m 'not slow'
 def test_a_model_batch_built_here_runs_elsewhere_and_tune_model_resumes_from_it(tmp_path, in_process_cli):
     code, _, stderr = in_process_cli("batch", "export", "--model", "conv_block", "--space", "cpu-template",

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass
 
 from ..target import Target
 from .build import BuiltModel, build_checked, fresh_case
-from .importer import ImportedModel
 from .vm import eager_seconds, vm_seconds
 
 

@@ -1,6 +1,7 @@
 """A built model run in TVM's Relax VM: its outputs, and its seconds per call (and torch's, timed alike)."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 
 import numpy as np
@@ -50,11 +51,19 @@ def torch_seconds(call, threads: int) -> float:
     threads: the median of warm repeats."""
     import torch
 
+    with torch_threads(threads), torch.no_grad():
+        return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int):
+    """Torch's intra-op threads set to `threads` inside, restored after."""
+    import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        with torch.no_grad():
-            return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S))
+        yield
     finally:
         torch.set_num_threads(before)
 
