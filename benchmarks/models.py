@@ -15,7 +15,9 @@ Run alone on the machine (any other process distorts timings):
 Every variant runs with the same thread count: TVM's pool through TVM_NUM_THREADS (set before
 TVM starts), torch through set_num_threads, each torch mode in a child process of its own (no
 mode warms or compiles for another; tvm-notes says importing TVM pins the calling thread, which
-was not seen here, but a child costs nothing). Latencies are medians of warm repeats of at least
+was not seen here, but a child costs nothing). Ours loaded back and ours through the backend
+are timed in fresh child processes too, as a user's own process runs them: in the process that
+tuned, one build timed 8.5 ms when it was chosen and 12.6 ms minutes later. Latencies are medians of warm repeats of at least
 50 ms.
 The total trial budget is trials-per-task x the model's tunable kernels, for both tuners.
 """
@@ -123,7 +125,7 @@ def bench(name: str, args) -> dict:
     row = {"model": name, "torch": torch_latencies(name, args.torch_modes)}
     module, inputs = zoo.ZOO[name]()
     with tempfile.TemporaryDirectory() as empty:  # nothing tuned: what a first try gets
-        row["backend_empty"] = via_torch_compile(name, target, f"{empty}/empty.db")
+        row["backend_empty"], row["empty_regions"] = via_torch_compile(name, target, f"{empty}/empty.db")
     split = None
     try:
         model = import_model(name, module, inputs, target.spec, torch_ops=True)
@@ -161,7 +163,7 @@ def bench(name: str, args) -> dict:
             row["calls"] = vendor_calls(built.build.mod)  # what the kept build runs where
             row["profile"] = top_functions(seconds_by_function(built.executable, case))  # what holds it back
             export_model(built, target, Path(tmp) / "tuned", db)
-            row["loaded"] = loaded_seconds(Path(tmp) / "tuned", inputs, target)
+            row["loaded"] = in_fresh_process(name, "loaded", str(Path(tmp) / "tuned"))["seconds"]
         else:
             _, builds = build_split(split, target, db)
             row["ours_wall_s"] = time.perf_counter() - start
@@ -172,7 +174,9 @@ def bench(name: str, args) -> dict:
             row["in_torch"] = split.parts.in_torch
             row["calls"] = {kind: sum(vendor_calls(b.build.mod)[kind] for b in builds)
                            for kind in ("onednn", "attention", "torch", "tvm")}
-        row["via_torch_compile"] = via_torch_compile(name, target, f"{tmp}/bench.db")
+        db.close()
+        compiled = in_fresh_process(name, "compiled", f"{tmp}/bench.db")
+        row["via_torch_compile"], row["compiled_regions"] = compiled["seconds"], compiled["regions"]
         if args.metaschedule and split is None:
             executable, row["ms_wall_s"] = metaschedule(model, target, row["trials"], args.trials_per_task, f"{tmp}/ms")
             row["metaschedule"] = vm_seconds(executable, case, target)
@@ -189,19 +193,48 @@ def loaded_seconds(folder: Path, inputs: tuple, target) -> float:
     return torch_seconds(lambda: fast(*inputs), target.threads)
 
 
-def via_torch_compile(name: str, target, db: str) -> float:
+def ours_child(name: str, how: str, path: str) -> dict:
+    """In this (child) process, as a user's own process runs it: the export at `path` loaded
+    back ("loaded"), or the model compiled with the backend on the records at `path`
+    ("compiled", with what its regions kept)."""
+    from tensortune.model import zoo
+    from tensortune.target import make_target
+
+    target = make_target("cpu", THREADS)
+    if how == "loaded":
+        return {"seconds": loaded_seconds(Path(path), zoo.ZOO[name]()[1], target)}
+    seconds, regions = via_torch_compile(name, target, path)
+    return {"seconds": seconds, "regions": regions}
+
+
+def in_fresh_process(name: str, how: str, path: str) -> dict:
+    """`ours_child` in a child process: the tuning process's pools and compiles do not move
+    the figure (a build timed 8.5 ms when chosen timed 12.6 ms there minutes later)."""
+    child = subprocess.run([sys.executable, __file__, "--ours-child", name, how, path], capture_output=True, text=True)
+    if child.returncode != 0:
+        raise SystemExit(f"error: timing {how} {name} in a child failed: {child.stderr.strip().splitlines()[-1][:300]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def via_torch_compile(name: str, target, db: str) -> tuple[float, str]:
     """Seconds per call of the model under torch.compile(backend=tensortune.backend(db)): its
-    regions built from the records just tuned, the rest in PyTorch, timed in torch."""
+    regions built from the records in `db`, the rest in PyTorch, timed in torch; and what
+    the regions kept (each region's build and calls, or why it runs in PyTorch)."""
     import torch
 
     import tensortune
     from tensortune.model import zoo
+    from tensortune.model.torch_ops import vendor_calls
     from tensortune.model.vm import torch_seconds
 
     module, inputs = zoo.ZOO[name]()
     torch._dynamo.reset()
-    fast = torch.compile(module, backend=tensortune.backend(db=db, threads=target.threads), dynamic=False)
-    return torch_seconds(lambda: fast(*inputs), target.threads)
+    backend = tensortune.backend(db=db, threads=target.threads)
+    fast = torch.compile(module, backend=backend, dynamic=False)
+    seconds = torch_seconds(lambda: fast(*inputs), target.threads)
+    kept = [f"{r.name}: {r.built.kept} build, calls "
+            + "/".join(str(n) for n in vendor_calls(r.built.build.mod).values()) for r in backend.regions]
+    return seconds, "; ".join(kept + [f"{where} in PyTorch: {why}" for where, why in backend.in_eager.items()])
 
 
 def table(rows: list[dict], args, head: list[str]) -> str:
@@ -242,6 +275,8 @@ def table(rows: list[dict], args, head: list[str]) -> str:
                 lines.append(f"  {column} failed: {t[f'{column}_error']}")
         lines.append(f"  ours matches torch eager within {r['ours_error']:.1e} (relative); builds timed for the choice: "
                      + (", ".join(f"{b} {seconds * 1e3:.3f} ms" for b, seconds in r["builds"].items()) or "-"))
+        lines.append(f"  through the backend, empty database: {r.get('empty_regions') or '-'}; "
+                     f"from the records just tuned: {r.get('compiled_regions') or '-'}")
         if "profile" in r:
             lines.append("  ours' time by function (profiled, top 5): "
                          + ", ".join(f"{name} {seconds * 1e3:.3f} ms {share:.0%}" for name, seconds, share in r["profile"]))
@@ -262,9 +297,13 @@ def main() -> None:
     parser.add_argument("--torch-modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--torch-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--ours-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_child:
         print(json.dumps(torch_latency(*args.torch_child)))
+        return
+    if args.ours_child:
+        print(json.dumps(ours_child(*args.ours_child)))
         return
     head = header(THREADS)  # now, before anything is written: the revision measured
     rows = []

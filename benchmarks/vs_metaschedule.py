@@ -140,10 +140,9 @@ def compare(name: str, configs: list[str], trials: dict, seeds: int, runs_file: 
     """Every configuration on one workload, each over `seeds` seeds, MetaSchedule first; a run
     already in `runs_file` on this machine kind is reused, each new one appended as it ends."""
     done = load_runs(runs_file)
-    runs = {}
-    for config in configs:
-        runs[config] = []
-        for seed in range(1, seeds + 1):
+    runs = {config: [] for config in configs}
+    for seed in range(1, seeds + 1):  # seed by seed: a sitting stopped midway leaves whole comparisons
+        for config in configs:
             found = recorded(done, name, config, seed, trials[config])
             if found is None:
                 print(f"vs_metaschedule: {name}, {config}, seed {seed}: {trials[config]} trials", flush=True)
