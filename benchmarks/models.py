@@ -16,8 +16,8 @@ Every variant runs with the same thread count: TVM's pool through TVM_NUM_THREAD
 TVM starts), torch through set_num_threads, each torch mode in a child process of its own (no
 mode warms or compiles for another; tvm-notes says importing TVM pins the calling thread, which
 was not seen here, but a child costs nothing). Ours loaded back and ours through the backend
-are timed in fresh child processes too, as a user's own process runs them: in the process that
-tuned, one build timed 8.5 ms when it was chosen and 12.6 ms minutes later. Latencies are medians of warm repeats of at least
+are timed in one fresh child process, in turn, as a user's own process runs them: in the process
+that tuned, one build timed 8.5 ms when it was chosen and 12.6 ms minutes later. Latencies are medians of warm repeats of at least
 50 ms.
 The total trial budget is trials-per-task x the model's tunable kernels, for both tuners.
 """
@@ -42,6 +42,7 @@ os.environ["TVM_NUM_THREADS"] = str(THREADS)
 # column -> (torch.compile mode, inductor's freezing: weights constant, packed, epilogues fused)
 MODES = {"eager": (None, False), "inductor": ("default", False), "freezing": ("default", True),
          "max_autotune": ("max-autotune", True)}
+ROUNDS = 3  # timings of ours loaded and ours compiled, taken in turn in one child
 MODE_TIMEOUT_S = 300  # max-autotune benchmarks its templates while compiling: it may take long here
 
 
@@ -163,7 +164,6 @@ def bench(name: str, args) -> dict:
             row["calls"] = vendor_calls(built.build.mod)  # what the kept build runs where
             row["profile"] = top_functions(seconds_by_function(built.executable, case))  # what holds it back
             export_model(built, target, Path(tmp) / "tuned", db)
-            row["loaded"] = in_fresh_process(name, "loaded", str(Path(tmp) / "tuned"))["seconds"]
         else:
             _, builds = build_split(split, target, db)
             row["ours_wall_s"] = time.perf_counter() - start
@@ -175,66 +175,79 @@ def bench(name: str, args) -> dict:
             row["calls"] = {kind: sum(vendor_calls(b.build.mod)[kind] for b in builds)
                            for kind in ("onednn", "attention", "torch", "tvm")}
         db.close()
-        compiled = in_fresh_process(name, "compiled", f"{tmp}/bench.db")
-        row["via_torch_compile"], row["compiled_regions"] = compiled["seconds"], compiled["regions"]
+        if split is None:  # loaded and compiled in one fresh process, in turn
+            fresh = in_fresh_process(name, str(Path(tmp) / "tuned"), f"{tmp}/bench.db")
+            row["loaded"], row["via_torch_compile"], row["compiled_regions"] = (fresh["loaded"], fresh["compiled"],
+                                                                              fresh["regions"])
+        else:
+            row["via_torch_compile"], row["compiled_regions"] = via_torch_compile(name, target, f"{tmp}/bench.db")
         if args.metaschedule and split is None:
             executable, row["ms_wall_s"] = metaschedule(model, target, row["trials"], args.trials_per_task, f"{tmp}/ms")
             row["metaschedule"] = vm_seconds(executable, case, target)
     return row
 
 
-def loaded_seconds(folder: Path, inputs: tuple, target) -> float:
-    """Seconds per call of the exported build loaded back (`tensortune.load`), called from
-    torch as a user calls it: what the backend's build is compared with."""
-    import tensortune
-    from tensortune.model.vm import torch_seconds
-
-    fast = tensortune.load(folder)
-    return torch_seconds(lambda: fast(*inputs), target.threads)
-
-
-def ours_child(name: str, how: str, path: str) -> dict:
-    """In this (child) process, as a user's own process runs it: the export at `path` loaded
-    back ("loaded"), or the model compiled with the backend on the records at `path`
-    ("compiled", with what its regions kept)."""
+def ours_child(name: str, folder: str, db: str) -> dict:
+    """In this (child) process, as a user's own process runs them: the model compiled with the
+    backend on the records in `db` (with what its regions kept), then the export in `folder`
+    loaded back; each timed ROUNDS times, in turn, medians (processes differ by ~10% here)."""
     from tensortune.model import zoo
+    from tensortune.model.vm import torch_seconds
     from tensortune.target import make_target
 
+    import tensortune
+
     target = make_target("cpu", THREADS)
-    if how == "loaded":
-        return {"seconds": loaded_seconds(Path(path), zoo.ZOO[name]()[1], target)}
-    seconds, regions = via_torch_compile(name, target, path)
-    return {"seconds": seconds, "regions": regions}
+    compiled, regions = compiled_model(name, target, db)
+    loaded, inputs = tensortune.load(Path(folder)), zoo.ZOO[name]()[1]
+    timings = {"compiled": [], "loaded": []}
+    for _ in range(ROUNDS):
+        timings["compiled"].append(torch_seconds(lambda: compiled(*inputs), target.threads))
+        timings["loaded"].append(torch_seconds(lambda: loaded(*inputs), target.threads))
+    return {"regions": regions, **{k: statistics.median(v) for k, v in timings.items()}}
 
 
-def in_fresh_process(name: str, how: str, path: str) -> dict:
+def in_fresh_process(name: str, folder: str, db: str) -> dict:
     """`ours_child` in a child process: the tuning process's pools and compiles do not move
-    the figure (a build timed 8.5 ms when chosen timed 12.6 ms there minutes later)."""
-    child = subprocess.run([sys.executable, __file__, "--ours-child", name, how, path], capture_output=True, text=True)
+    the figures (a build timed 8.5 ms when chosen timed 12.6 ms there minutes later)."""
+    child = subprocess.run([sys.executable, __file__, "--ours-child", name, folder, db], capture_output=True,
+                           text=True)
     if child.returncode != 0:
-        raise SystemExit(f"error: timing {how} {name} in a child failed: {child.stderr.strip().splitlines()[-1][:300]}")
+        raise SystemExit(f"error: timing {name} loaded and compiled in a child failed: "
+                         f"{child.stderr.strip().splitlines()[-1][:300]}")
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
 def via_torch_compile(name: str, target, db: str) -> tuple[float, str]:
-    """Seconds per call of the model under torch.compile(backend=tensortune.backend(db)): its
-    regions built from the records in `db`, the rest in PyTorch, timed in torch; and what
-    the regions kept (each region's build and calls, or why it runs in PyTorch)."""
+    """Seconds per call of the model under torch.compile(backend=tensortune.backend(db)), timed
+    in torch, and what its regions kept (`compiled_model`)."""
+    from tensortune.model import zoo
+    from tensortune.model.vm import torch_seconds
+
+    compiled, regions = compiled_model(name, target, db)
+    inputs = zoo.ZOO[name]()[1]
+    return torch_seconds(lambda: compiled(*inputs), target.threads), regions
+
+
+def compiled_model(name: str, target, db: str):
+    """The model under torch.compile(backend=tensortune.backend(db)), compiled by a first call:
+    its regions built from the records in `db`, the rest in PyTorch; and what the regions kept
+    (each region's build and calls, or why it runs in PyTorch)."""
     import torch
 
     import tensortune
     from tensortune.model import zoo
     from tensortune.model.torch_ops import vendor_calls
-    from tensortune.model.vm import torch_seconds
 
     module, inputs = zoo.ZOO[name]()
     torch._dynamo.reset()
     backend = tensortune.backend(db=db, threads=target.threads)
     fast = torch.compile(module, backend=backend, dynamic=False)
-    seconds = torch_seconds(lambda: fast(*inputs), target.threads)
+    with torch.no_grad():
+        fast(*inputs)
     kept = [f"{r.name}: {r.built.kept} build, calls "
             + "/".join(str(n) for n in vendor_calls(r.built.build.mod).values()) for r in backend.regions]
-    return seconds, "; ".join(kept + [f"{where} in PyTorch: {why}" for where, why in backend.in_eager.items()])
+    return fast, "; ".join(kept + [f"{where} in PyTorch: {why}" for where, why in backend.in_eager.items()])
 
 
 def table(rows: list[dict], args, head: list[str]) -> str:
