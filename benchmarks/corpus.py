@@ -28,6 +28,7 @@ from tensortune.result import Result
 from tensortune.space import make_space
 
 TABLES = Path(__file__).parent / "corpus" / "tables"
+COVERAGE = "coverage."  # 'coverage.NAME:KERNEL': a kernel of a model of benchmarks/coverage.py's corpus
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,6 @@ def trained_on(target_spec: dict) -> set[str]:
     names = set(model.info.get("tasks", [])) if model else set()
     tables = [load_table(task) for task in TRAINING if task.name in names]
     return {table.workload for table in tables if table is not None}  # the key each table was measured under
-
-
-COVERAGE = "coverage."  # a model of benchmarks/coverage.py's corpus, by its name there
 
 
 @lru_cache(maxsize=None)

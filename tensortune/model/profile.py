@@ -18,16 +18,11 @@ def seconds_by_function(executable, inputs: list[np.ndarray], kind: str = "llvm"
     target kind's device: each span ends when the function returns, so on a GPU it is the
     launch's time, not the kernel's. The hook's own cost (a Python call per function) is in
     the spans: compare shares, not sums with an unprofiled timing."""
-    import tvm
     from tvm import relax
 
-    from ..measure.cores import share_with_torch
-    from ..measure.runner import device_of
+    from .vm import vm_on
 
-    share_with_torch()  # as vm.run_on: a build calling torch runs torch on its pool
-    dev = device_of(kind)
-    vm = relax.VirtualMachine(executable, dev)
-    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+    vm, dev, args = vm_on(executable, inputs, kind)
     vm["main"](*args)  # warm: the first call allocates and packs
     totals: dict[str, float] = defaultdict(float)
     started: list[float] = []

@@ -23,13 +23,8 @@ def run(executable, inputs: list[np.ndarray], kind: str = "llvm") -> list[np.nda
 def run_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
     """A call that runs the built model once on `inputs`, copied to the device once, and
     returns when the device has finished (for timing)."""
-    import tvm
-    from tvm import relax
-
-    share_with_torch()  # both builds timed alike: one of them may call torch
-    dev = device_of(kind)
-    main = relax.VirtualMachine(executable, dev)["main"]
-    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+    vm, dev, args = vm_on(executable, inputs, kind)
+    main = vm["main"]
 
     def call():
         out = main(*args)
@@ -37,6 +32,16 @@ def run_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
         return out
 
     return call
+
+
+def vm_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
+    """The built model's VM on the target kind's device, the device, and `inputs` copied there."""
+    import tvm
+    from tvm import relax
+
+    share_with_torch()  # every build timed alike: one of them may call torch
+    dev = device_of(kind)
+    return relax.VirtualMachine(executable, dev), dev, [tvm.runtime.tensor(a, dev) for a in inputs]
 
 
 def vm_seconds(executable, inputs, target: Target) -> float:
