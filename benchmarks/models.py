@@ -15,10 +15,11 @@ Run alone on the machine (any other process distorts timings):
 Every variant runs with the same thread count: TVM's pool through TVM_NUM_THREADS (set before
 TVM starts), torch through set_num_threads, each torch mode in a child process of its own (no
 mode warms or compiles for another; tvm-notes says importing TVM pins the calling thread, which
-was not seen here, but a child costs nothing). Ours loaded back and ours through the backend
-are timed in one fresh child process, in turn, as a user's own process runs them: in the process
-that tuned, one build timed 8.5 ms when it was chosen and 12.6 ms minutes later. Latencies are medians of warm repeats of at least
-50 ms.
+was not seen here, but a child costs nothing). Ours (exported, loaded back), ours through the
+backend, eager and inductor with freezing are timed in one fresh child process, in turn, as a
+user's own process runs them: in the process that tuned, one build timed 8.5 ms when it was
+chosen and 12.6 ms minutes later, and eager moved 7.7-9.8 ms between sittings. Latencies are
+medians of ROUNDS rounds, each the median of warm repeats of at least 50 ms.
 The total trial budget is trials-per-task x the model's tunable kernels, for both tuners.
 """
 from __future__ import annotations
@@ -42,7 +43,8 @@ os.environ["TVM_NUM_THREADS"] = str(THREADS)
 # column -> (torch.compile mode, inductor's freezing: weights constant, packed, epilogues fused)
 MODES = {"eager": (None, False), "inductor": ("default", False), "freezing": ("default", True),
          "max_autotune": ("max-autotune", True)}
-ROUNDS = 3  # timings of ours loaded and ours compiled, taken in turn in one child
+ROUNDS = 3  # timings of eager, freezing, ours loaded and ours compiled, taken in turn in one child
+IN_TURN = ("eager", "freezing")  # the anchors timed in turn with ours; the other modes in children of their own
 MODE_TIMEOUT_S = 300  # max-autotune benchmarks its templates while compiling: it may take long here
 
 
@@ -123,7 +125,8 @@ def bench(name: str, args) -> dict:
     from tensortune.tuning.tuner import TuneConfig
 
     target = make_target("cpu", THREADS)
-    row = {"model": name, "torch": torch_latencies(name, args.torch_modes)}
+    in_turn = [m for m in args.torch_modes if m in IN_TURN]
+    row = {"model": name, "torch": torch_latencies(name, [m for m in args.torch_modes if m not in IN_TURN])}
     module, inputs = zoo.ZOO[name]()
     with tempfile.TemporaryDirectory() as empty:  # nothing tuned: what a first try gets
         row["backend_empty"], row["empty_regions"] = via_torch_compile(name, target, f"{empty}/empty.db")
@@ -155,7 +158,6 @@ def bench(name: str, args) -> dict:
             row["ours_wall_s"] = time.perf_counter() - start
             case, _ = fresh_case(model, 0)
             row["tvm_untuned"] = vm_seconds(build_checked(model, target, {}, {}, seed=1).executable, case, target)
-            row["ours"] = vm_seconds(built.executable, case, target)
             row["ours_error"] = built.error
             row["torch_ops"] = built.torch_ops  # operations the kept build calls torch for
             row["torch_ops_possible"] = model.with_torch_ops.torch_ops if model.with_torch_ops else 0
@@ -175,22 +177,28 @@ def bench(name: str, args) -> dict:
             row["calls"] = {kind: sum(vendor_calls(b.build.mod)[kind] for b in builds)
                            for kind in ("onednn", "attention", "torch", "tvm")}
         db.close()
-        if split is None:  # loaded and compiled in one fresh process, in turn
-            fresh = in_fresh_process(name, str(Path(tmp) / "tuned"), f"{tmp}/bench.db")
-            row["loaded"], row["via_torch_compile"], row["compiled_regions"] = (fresh["loaded"], fresh["compiled"],
-                                                                              fresh["regions"])
+        if split is None:  # ours loaded, compiled and the anchors in one fresh process, in turn
+            fresh = in_fresh_process(name, str(Path(tmp) / "tuned"), f"{tmp}/bench.db", in_turn)
+            row["ours"], row["via_torch_compile"], row["compiled_regions"] = (fresh["loaded"], fresh["compiled"],
+                                                                            fresh["regions"])
+            row["torch"].update({k: v for k, v in fresh.items() if k.split("_compile_s")[0] in in_turn})
         else:
             row["via_torch_compile"], row["compiled_regions"] = via_torch_compile(name, target, f"{tmp}/bench.db")
+            row["torch"].update(torch_latencies(name, in_turn))
         if args.metaschedule and split is None:
             executable, row["ms_wall_s"] = metaschedule(model, target, row["trials"], args.trials_per_task, f"{tmp}/ms")
             row["metaschedule"] = vm_seconds(executable, case, target)
     return row
 
 
-def ours_child(name: str, folder: str, db: str) -> dict:
-    """In this (child) process, as a user's own process runs them: the model compiled with the
-    backend on the records in `db` (with what its regions kept), then the export in `folder`
-    loaded back; each timed ROUNDS times, in turn, medians (processes differ by ~10% here)."""
+def ours_child(name: str, folder: str, db: str, modes: str) -> dict:
+    """In this (child) process, as a user's own process runs them: torch eager and the torch
+    `modes` timed IN_TURN (comma-separated), the model compiled with the backend on the records in
+    `db` (with what its regions kept) and the export in `folder` loaded back; each timed ROUNDS
+    times, in turn, medians (eager moved 7.7-9.8 ms between sittings of one model here: only
+    figures taken in turn are compared)."""
+    import torch
+
     from tensortune.model import zoo
     from tensortune.model.vm import torch_seconds
     from tensortune.target import make_target
@@ -198,20 +206,31 @@ def ours_child(name: str, folder: str, db: str) -> dict:
     import tensortune
 
     target = make_target("cpu", THREADS)
-    compiled, regions = compiled_model(name, target, db)
-    loaded, inputs = tensortune.load(Path(folder)), zoo.ZOO[name]()[1]
-    timings = {"compiled": [], "loaded": []}
-    for _ in range(ROUNDS):
-        timings["compiled"].append(torch_seconds(lambda: compiled(*inputs), target.threads))
-        timings["loaded"].append(torch_seconds(lambda: loaded(*inputs), target.threads))
-    return {"regions": regions, **{k: statistics.median(v) for k, v in timings.items()}}
+    compiled, regions = compiled_model(name, target, db)  # first: it resets dynamo
+    calls = {"compiled": compiled, "loaded": tensortune.load(Path(folder))}
+    out = {"regions": regions}
+    for column in [m for m in modes.split(",") if m]:
+        module, inputs = zoo.ZOO[name]()
+        mode, torch._inductor.config.freezing = MODES[column]
+        call = module if mode is None else torch.compile(module, mode=mode)
+        start = time.perf_counter()
+        with torch.no_grad():
+            call(*inputs)
+        calls[column], out[f"{column}_compile_s"] = call, time.perf_counter() - start
+    inputs = zoo.ZOO[name]()[1]
+    timings = {column: [] for column in calls}
+    with torch.no_grad():
+        for _ in range(ROUNDS):
+            for column, call in calls.items():
+                timings[column].append(torch_seconds(lambda: call(*inputs), target.threads))
+    return {**out, **{column: statistics.median(t) for column, t in timings.items()}}
 
 
-def in_fresh_process(name: str, folder: str, db: str) -> dict:
+def in_fresh_process(name: str, folder: str, db: str, modes: list[str]) -> dict:
     """`ours_child` in a child process: the tuning process's pools and compiles do not move
     the figures (a build timed 8.5 ms when chosen timed 12.6 ms there minutes later)."""
-    child = subprocess.run([sys.executable, __file__, "--ours-child", name, folder, db], capture_output=True,
-                           text=True)
+    child = subprocess.run([sys.executable, __file__, "--ours-child", name, folder, db, ",".join(modes)],
+                           capture_output=True, text=True)
     if child.returncode != 0:
         raise SystemExit(f"error: timing {name} loaded and compiled in a child failed: "
                          f"{child.stderr.strip().splitlines()[-1][:300]}")
@@ -263,13 +282,14 @@ def table(rows: list[dict], args, head: list[str]) -> str:
              "inductor: torch.compile default; freezing: inductor with torch._inductor.config.freezing = True (CPU "
              "inference); max_autotune: max-autotune with freezing; untuned: TVM's default schedules, no torch calls; "
              "MS: MetaSchedule's static_shape_tuning_pipeline with cpu_weight_prepack; empty: ours via torch.compile(backend) on an empty "
-             "database; loaded: ours exported and loaded back (tensortune.load), called from torch; compiled: ours via "
-             "torch.compile(backend) from the records just tuned, /loaded its speed over the loaded build's; calls: what the kept "
+             "database; ours: tuned, exported and loaded back (tensortune.load) in a fresh process, called from torch, timed in turn "
+             "with eager, freezing and compiled there; compiled: ours via "
+             "torch.compile(backend) from the records just tuned, /ours its speed over ours; calls: what the kept "
              "build calls, fused packed oneDNN layers / torch's attention / torch's plain operators / TVM kernels (every TVM kernel on "
              "TVM's own thread pool, torch's on its OpenMP pool); in torch: share of eager time left in PyTorch", "",
              f"{'model':14}{'eager':>9}" + "".join(f"{c[:9]:>9}" for c in anchors)
              + f"{'untuned':>9}{'MS':>9}{'ours':>9}{'/eager':>8}" + "".join(f"{'/' + c[:7]:>8}" for c in anchors)
-             + f"{'/untuned':>8}{'/MS':>8}{'empty':>9}{'/eager':>8}{'loaded':>9}{'compiled':>9}{'/loaded':>8}"
+             + f"{'/untuned':>8}{'/MS':>8}{'empty':>9}{'/eager':>8}{'compiled':>9}{'/ours':>8}"
              f"{'ours s':>8}{'trials':>7}{'calls':>14}{'in torch':>9}"]
     for r in rows:
         t = r["torch"]
@@ -279,7 +299,7 @@ def table(rows: list[dict], args, head: list[str]) -> str:
                      + "".join(ratio(t.get(c), r["ours"]) for c in anchors)
                      + f"{ratio(r['tvm_untuned'], r['ours'])}{ratio(r.get('metaschedule'), r['ours'])}"
                      f"{ms(r['backend_empty'])}{ratio(t.get('eager'), r['backend_empty'])}"
-                     f"{ms(r.get('loaded'))}{ms(r['via_torch_compile'])}{ratio(r.get('loaded'), r['via_torch_compile'])}"
+                     f"{ms(r['via_torch_compile'])}{ratio(r['ours'], r['via_torch_compile'])}"
                      f"{r['ours_wall_s']:8.0f}{r['trials']:7d}"
                      f"{calls.get('onednn', 0):>5d}/{calls.get('attention', 0)}/{calls.get('torch', 0)}/{calls.get('tvm', 0):<4d}"
                      f"{r['torch_share']:9.0%}")
@@ -310,7 +330,7 @@ def main() -> None:
     parser.add_argument("--torch-modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--torch-child", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--ours-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--ours-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_child:
         print(json.dumps(torch_latency(*args.torch_child)))
