@@ -19,7 +19,7 @@ from tensortune.measure import cores
 from tensortune.measure.config import MeasureConfig
 from tensortune.model import build_model, export_model, import_model, tune_model
 from tensortune.model import zoo
-from tensortune.model.build import build_checked, fresh_case, tolerance
+from tensortune.model.build import build_checked, compare, fresh_case, tolerance
 from tensortune.model.end_to_end import measure_end_to_end
 from tensortune.target import make_target
 from tensortune.tuning.tuner import TuneConfig
@@ -484,6 +484,43 @@ def test_layers_with_their_epilogue_become_one_packed_onednn_call(module, inputs
     run(built.executable, case)
     assert len(packed) >= sum(calls.values())
     assert all(onednn._packed[site] is weight for site, weight in packed.items())  # reused, not packed again
+
+
+class Residuals(torch.nn.Module):
+    """A stem, then three convolutions with a residual each: the stem's output, read again after
+    the first; then the first's output, read nowhere after; then the model's input (in NHWC:
+    a TVM kernel's output, in TVM's planned memory)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.a, self.b, self.c = (torch.nn.Conv2d(4, 4, 3, padding=1) for _ in range(4))
+
+    def forward(self, x):
+        s = self.stem(x)
+        y = torch.relu(self.a(s) + s)
+        return self.c(self.b(y) + s) + x
+
+
+def test_a_residual_that_nothing_reads_after_is_added_in_place_and_no_other():
+    """Only the second residual is a fused call's output that no later call reads: that
+    convolution adds into it in place (oneDNN's sum post-op). The build matches torch on each
+    call on the same input tensors, so no in-place add wrote over a tensor read later or over
+    the input."""
+    from tensortune.model.build import compile_model
+    from tensortune.model.torch_ops import FUSED, in_place_residuals, register
+    from tensortune.model.vm import run_on
+
+    torch.manual_seed(0)
+    target, module = make_target("cpu", 2), Residuals().eval()
+    model = import_model("residuals", module, (torch.randn(1, 4, 6, 6),), target.spec, torch_ops=True).with_torch_ops
+    source = str(in_place_residuals(model.mod)["main"])
+    assert [source.count(f'"{FUSED[name]}"') for name in ("conv2d_add", "conv2d_sum")] == [2, 1]
+    register()
+    executable = compile_model(model, target, {})
+    case, expected = fresh_case(model, 1)
+    call = run_on(executable, case)  # the same input tensors each call: one written over fails the second
+    for _ in range(3):
+        assert compare([o.numpy() for o in call()], expected) <= tolerance("float32")
 
 
 @pytest.mark.parametrize("attr,residual", [("none", False), ("relu", False), ("gelu", False), ("none", True)])

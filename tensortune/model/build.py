@@ -24,7 +24,7 @@ from ..target import Target, compile_for, tvm_target
 from .defaults import stored_default
 from .importer import ImportedModel, torch_build
 from .layout import prepack
-from .torch_ops import dispatch_to_torch, register, vendor_calls
+from .torch_ops import dispatch_to_torch, in_place_residuals, register, vendor_calls
 from .vm import eager_seconds, run, vm_seconds
 
 
@@ -198,9 +198,10 @@ def build_checked(model: ImportedModel, target: Target, funcs: dict, seconds: di
 
 def compile_model(model: ImportedModel, target: Target, funcs: dict):
     """The model with `funcs` swapped in (`with_schedules`), the weights of the tuned kernels
-    prepacked (model/layout.py), built for the Relax VM by TVM's remaining passes (lowering the
+    prepacked (model/layout.py), residuals added in place where nothing reads them after
+    (model/torch_ops.py), built for the Relax VM by TVM's remaining passes (lowering the
     dataflow, memory planning)."""
-    return compile_for(prepack(with_schedules(model, target, funcs), funcs), target.spec,
+    return compile_for(in_place_residuals(prepack(with_schedules(model, target, funcs), funcs)), target.spec,
                        relax_pipeline=lowering(tvm_target(target.spec)))
 
 

@@ -65,6 +65,20 @@ def conv2d_add(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_
     return _nhwc(out)
 
 
+def conv2d_sum(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, attr):
+    """conv2d_add computed into `other`, in place (oneDNN's sum post-op, as inductor with
+    freezing runs a residual): for a residual that is a fused call's own output and that no
+    later call reads (model/torch_ops.py: in_place_residuals)."""
+    import torch
+
+    x = _nchw(x)
+    weight, bias, geometry = packed(site, lambda: _conv_site(w, b, x, stride_h, stride_w, pad_h, pad_w, dilation_h,
+                                                              dilation_w, groups))
+    out = torch.ops.mkldnn._convolution_pointwise_.binary(_nchw(other), x, weight, bias, *geometry, "add", 1.0,
+                                                          None if attr == "none" else attr, [], None)
+    return _nhwc(out)
+
+
 def linear(x, w, b, site, attr, algorithm, *rest):
     """x @ w.T + b, then the unary post-op `attr`; `rest`: its scalars, then the output's shape
     (its rank first, from the end)."""

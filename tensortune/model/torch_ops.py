@@ -5,7 +5,8 @@ implements with a vendor library here becomes a call of a packed function that r
 operator on DLPack views of TVM's tensors and hands torch's output back to TVM, no copy either
 way. A convolution or linear layer with a constant weight becomes one fused oneDNN call
 (model/onednn.py): its weight packed once, its bias and batch norm folded into the weight at
-build, its activation or residual add a post-op (model/epilogue.py finds them); convolutions
+build, its activation or residual add a post-op (model/epilogue.py finds them; a residual no
+later call reads is added into in place, `in_place_residuals`); convolutions
 are made NHWC first, oneDNN's layout, and linear layers side by side (attention's Q, K and V
 projections) merged into one (model/parallel_linear.py). Matmuls of two activations (attention's) call torch's
 plain matmul; what follows them fuses into TVM kernels of its own, tuned like any other
@@ -33,7 +34,7 @@ PREFIX = "tensortune.torch."
 CONV2D = PREFIX + "conv2d"
 MATMUL = PREFIX + "matmul"
 ATTENTION = PREFIX + "attention"
-FUSED = {name: PREFIX + "onednn." + name for name in ("conv2d", "conv2d_add", "linear", "linear_add")}
+FUSED = {name: PREFIX + "onednn." + name for name in ("conv2d", "conv2d_add", "conv2d_sum", "linear", "linear_add")}
 
 
 def register(again: bool = False) -> None:
@@ -97,6 +98,52 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
             return call if met[-1][0] in keep else replaced
 
     return relax.transform.DeadCodeElimination()(each_function(mod, ToTorch(mod))), met
+
+
+def in_place_residuals(mod):
+    """The module with each fused convolution + residual add whose residual is a fused call's
+    own output (torch's tensor, never in TVM's planned memory) that no later binding reads, nor
+    the function's output, computed into that residual in place (`conv2d_sum`, oneDNN's sum
+    post-op). ResNet-50's residual convolutions took 8.7 ms out of place against 6.1 ms in
+    place in inductor with freezing, the other convolutions alike."""
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    into = set()
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            into.update(_last_reads_of_own_outputs(func))
+
+    @mutator
+    class InPlace(PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if not any(call.same_as(c) for c in into):
+                return call
+            return relax.Call(call.op, [relax.ExternFunc(FUSED["conv2d_sum"]), *call.args[1:]], call.attrs,
+                              call.ty_args)
+
+    return each_function(mod, InPlace(mod)) if into else mod
+
+
+def _last_reads_of_own_outputs(func) -> list:
+    """The calls of `conv2d_add` in `func` whose residual a fused call made and no binding after
+    them, nor the output, reads."""
+    from .dataflow import all_users, bindings_of, free_vars
+
+    made_by_fused = {b.var for b in bindings_of(func) if _calls(b.value, *FUSED.values())}
+    users, returned = all_users(func), set(free_vars(func.body.body))
+    return [b.value for b in bindings_of(func) if _calls(b.value, FUSED["conv2d_add"])
+            and b.value.args[2] in made_by_fused and b.value.args[2] not in returned
+            and users[b.value.args[2]][-1].same_as(b)]
+
+
+def _calls(expr, *names: str) -> bool:
+    """Whether `expr` calls one of the packed functions `names`."""
+    from tvm import relax
+
+    return (isinstance(expr, relax.Call) and bool(expr.args) and isinstance(expr.args[0], relax.ExternFunc)
+            and expr.args[0].global_symbol in names)
 
 
 def vendor_calls(mod) -> dict[str, int]:
