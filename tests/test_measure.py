@@ -326,3 +326,15 @@ def test_each_checked_call_and_the_timing_begin_a_phase(tmp_path, target_spec):
     phases = []
     result = runner.run_kernel(runner.load(path, "cpu"), "cpu", case, Timing(2, 1), phase=lambda: phases.append(1))
     assert result["status"] == "ok" and len(phases) == 1 + len(case.draws) + 1
+
+
+def test_a_call_that_has_lost_on_its_first_run_is_timed_no_further():
+    """An untuned all-TVM model takes seconds a call where the build calling torch takes
+    milliseconds: past `lost_s`, its warm-up call is its timing (no repeats)."""
+    calls = []
+
+    def slow():
+        calls.append(time.sleep(0.02))
+
+    assert len(runner.time_on_cpu(slow, 7, 0.05, lost_s=0.01)) == 1 and len(calls) == 1
+    assert len(runner.time_on_cpu(slow, 7, 0.05, lost_s=1.0)) >= 3 and len(calls) > 4

@@ -296,12 +296,16 @@ def time_on_gpu(call, repeat: int) -> list[float]:
     return [start.elapsed_time(end) / 1e3 for start, end in events]
 
 
-def time_on_cpu(call, repeat: int, min_repeat_s: float, budget_s: float = 10.0) -> list[float]:
+def time_on_cpu(call, repeat: int, min_repeat_s: float, budget_s: float = 10.0,
+                lost_s: float = float("inf")) -> list[float]:
     """Seconds per call, one per repeat: a warm-up call, then repeats each lasting at least
-    `min_repeat_s` (the rule of TVM's time_evaluator), fewer (never under 3) for slow calls."""
+    `min_repeat_s` (the rule of TVM's time_evaluator), fewer (never under 3) for slow calls;
+    only the warm-up call's where it took over `lost_s` (a build that slow has lost already)."""
     start = time.perf_counter()
     call()
     once = max(time.perf_counter() - start, 1e-9)
+    if once > lost_s:
+        return [once]
     number = max(1, int(min_repeat_s / once))
     runs = []
     for _ in range(max(3, min(repeat, int(budget_s / (once * number))))):
