@@ -55,27 +55,31 @@ def conv2d(x, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation
 def conv2d_add(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, attr):
     """conv2d(x, w) + b + other on NHWC tensors, then relu if `attr` says so (oneDNN's binary
     add post-op)."""
-    import torch
-
-    x = _nchw(x)
-    weight, bias, geometry = packed(site, lambda: _conv_site(w, b, x, stride_h, stride_w, pad_h, pad_w, dilation_h,
-                                                              dilation_w, groups))
-    out = torch.ops.mkldnn._convolution_pointwise.binary(x, _nchw(other), weight, bias, *geometry, "add", 1.0,
-                                                         None if attr == "none" else attr, [], None)
-    return _nhwc(out)
+    return _with_residual(False, x, other, w, b, site, (stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w,
+                                                        groups), attr)
 
 
 def conv2d_sum(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, attr):
     """conv2d_add computed into `other`, in place (oneDNN's sum post-op, as inductor with
     freezing runs a residual): for a residual that is a fused call's own output and that no
     later call reads (model/torch_ops.py: in_place_residuals)."""
+    return _with_residual(True, x, other, w, b, site, (stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w,
+                                                       groups), attr)
+
+
+def _with_residual(in_place: bool, x, other, w, b, site, shape: tuple, attr: str):
+    """conv2d(x, w) + b + other, then `attr`, into a new tensor or into `other`."""
     import torch
 
-    x = _nchw(x)
-    weight, bias, geometry = packed(site, lambda: _conv_site(w, b, x, stride_h, stride_w, pad_h, pad_w, dilation_h,
-                                                              dilation_w, groups))
-    out = torch.ops.mkldnn._convolution_pointwise_.binary(_nchw(other), x, weight, bias, *geometry, "add", 1.0,
-                                                          None if attr == "none" else attr, [], None)
+    x, other = _nchw(x), _nchw(other)
+    weight, bias, geometry = packed(site, lambda: _conv_site(w, b, x, *shape))
+    unary = None if attr == "none" else attr
+    if in_place:
+        out = torch.ops.mkldnn._convolution_pointwise_.binary(other, x, weight, bias, *geometry, "add", 1.0, unary, [],
+                                                              None)
+    else:
+        out = torch.ops.mkldnn._convolution_pointwise.binary(x, other, weight, bias, *geometry, "add", 1.0, unary, [],
+                                                             None)
     return _nhwc(out)
 
 
