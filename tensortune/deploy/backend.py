@@ -16,7 +16,6 @@ the user's own inputs.
 """
 from __future__ import annotations
 
-import statistics
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -25,7 +24,6 @@ from ..errors import TensortuneWarning, UserError
 from ..model.build import timed_now
 
 MODES = ("default", "tune")
-ROUNDS = 3  # timings of ours and of eager, taken in turn: a drift of the shared machine's speed hits both alike
 TIE = 0.02  # a compiled graph within this share of eager is kept: each of its regions already beat eager
 
 
@@ -185,16 +183,11 @@ def _slower_than_eager(compiled, gm, example_inputs, kept: list, timer: Callable
 
 
 def _in_turn(timer: Callable, label: str, ours: Callable, eager: Callable, threads: int) -> tuple[float, float]:
-    """Seconds per call of `ours` (timed as `label`) and of `eager` (as "eager"): the medians of
-    ROUNDS timings of each, taken in turn. One timing of each, minutes apart, once threw a
-    whole graph back to PyTorch over 1.5% of drift."""
-    from ..model.vm import torch_seconds
+    """Seconds per call of `ours` (timed as `label`) and of `eager` (as "eager"), called from
+    torch, timed in turn (model/vm.py: in_turn)."""
+    from ..model.vm import in_turn, torch_seconds
 
-    mine, theirs = [], []
-    for _ in range(ROUNDS):
-        mine.append(timer(label, lambda: torch_seconds(ours, threads)))
-        theirs.append(timer("eager", lambda: torch_seconds(eager, threads)))
-    return statistics.median(mine), statistics.median(theirs)
+    return in_turn(timer, (label, lambda: torch_seconds(ours, threads)), ("eager", lambda _: torch_seconds(eager, threads)))
 
 
 def _frozen(gm, example_inputs) -> dict:

@@ -25,7 +25,7 @@ from .defaults import stored_default
 from .importer import ImportedModel, torch_build
 from .layout import prepack
 from .torch_ops import dispatch_to_torch, in_place_residuals, register, vendor_calls
-from .vm import eager_seconds, run, vm_seconds
+from .vm import eager_seconds, in_turn, run, vm_seconds
 
 
 @dataclass
@@ -119,8 +119,11 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
     if other is None:
         timed["tvm"] = timer("tvm", lambda: vm_seconds(built.executable, inputs, target))
         return replace(built, timed=timed, refused=refused)
-    timed["torch ops"], timed["tvm"] = _in_turn(timer, lambda: vm_seconds(other.executable, inputs, target),
-                                                lambda lost_s: vm_seconds(built.executable, inputs, target, lost_s))
+    # untuned, TVM's serial default schedules take seconds a call where torch's take milliseconds
+    # (ResNet-50: 10 s, timed four times in a row before): such a build is timed no further
+    timed["torch ops"], timed["tvm"] = in_turn(
+        timer, ("torch ops", lambda: vm_seconds(other.executable, inputs, target)),
+        ("tvm", lambda lost_s: vm_seconds(built.executable, inputs, target, lost_s)), lost=LOST)
     if timed["tvm"] <= timed["torch ops"]:
         return replace(built, timed=timed)
     if not mix:
@@ -132,23 +135,6 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
                    kept="mixed" if chosen is not other else "torch ops")
 
 
-def _in_turn(timer: Timer, torch_ops: Callable[[], float], tvm: Callable[[float], float]) -> tuple[float, float]:
-    """Seconds per call of the build calling torch and of the all-TVM build: medians of TURNS
-    timings of each, taken in turn (`tvm` takes the seconds past which its timing stops at one
-    call, see vm_seconds). The all-TVM build is timed no further once it has lost by LOST:
-    untuned, TVM's serial default schedules take seconds a call where torch's take milliseconds
-    (ResNet-50: 10 s, timed four times in a row before)."""
-    import statistics
-
-    theirs, mine = [], []
-    for _ in range(TURNS):
-        theirs.append(timer("torch ops", torch_ops))
-        mine.append(timer("tvm", lambda: tvm(LOST * theirs[0])))
-        if mine[-1] > LOST * theirs[0]:
-            break
-    return statistics.median(theirs), statistics.median(mine)
-
-
 def tuned_before(model: ImportedModel, target: Target, db: Database) -> bool:
     """Whether the records hold tuning of any of the model's kernels on this hardware: without
     any, an operation put back in TVM runs at its default schedule (serial on a CPU), and
@@ -158,9 +144,6 @@ def tuned_before(model: ImportedModel, target: Target, db: Database) -> bool:
 
 
 LOST = 3.0  # an all-TVM build whose first call takes this many times the build calling torch's is timed no further
-# timings of each build, in turn: timed once each in the process that tuned, the build calling torch
-# read 10.1 ms against 7.0 for the all-TVM one, and the slower was kept (5.7 ms in a fresh process)
-TURNS = 3
 MIX_TRIES = 8  # operations tried back in TVM, the smallest first
 MIX_MARGIN = 0.02  # kept there only where the model gets faster by more than this share (timing noise)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+from typing import Callable
 
 import numpy as np
 
@@ -50,6 +51,25 @@ def vm_seconds(executable, inputs, target: Target, lost_s: float = float("inf"))
     call = run_on(executable, inputs, target.spec["kind"])
     with turn(alone=True):  # as a kernel's timing: while no other tensortune process builds or times
         return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S, lost_s=lost_s))
+
+
+ROUNDS = 3  # timings of each of two things compared, taken in turn
+
+
+def in_turn(timer, first: tuple[str, Callable[[], float]], second: tuple[str, Callable[[float], float]],
+            lost: float = float("inf")) -> tuple[float, float]:
+    """Seconds per call of two things compared, each a (label, timing): medians of ROUNDS
+    timings of each, taken in turn, each through `timer(label, timing)`, so that a drift of the
+    shared machine's speed hits both alike (one timing of each, minutes apart, once kept the
+    slower). The second's timing is given the seconds past which it may stop at one call (`lost`
+    times the first's first timing), and it is timed no further once it took longer."""
+    mine, theirs = [], []
+    for _ in range(ROUNDS):
+        mine.append(timer(first[0], first[1]))
+        theirs.append(timer(second[0], lambda: second[1](lost * mine[0])))
+        if theirs[-1] > lost * mine[0]:
+            break
+    return statistics.median(mine), statistics.median(theirs)
 
 
 def torch_seconds(call, threads: int) -> float:
