@@ -523,6 +523,34 @@ def test_a_residual_that_nothing_reads_after_is_added_in_place_and_no_other():
         assert compare([o.numpy() for o in call()], expected) <= tolerance("float32")
 
 
+class PoolsThenNorm(torch.nn.Module):
+    """A convolution, then two max pools (NHWC after it, as the convolution is): one torch's
+    kernel computes, one with ceil mode, which it computes otherwise; then a layer norm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.LayerNorm(8 * 2 * 2)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(self.conv(x), 3, 2, 1)
+        return self.norm(torch.nn.functional.max_pool2d(x, 2, 2, ceil_mode=True).flatten(1))
+
+
+def test_layer_norms_and_channels_last_max_pools_call_torchs_kernels():
+    """The pool torch computes the same way and the layer norm become calls of torch's
+    operators; the pool with ceil mode stays a TVM kernel; the build matches torch."""
+    from tensortune.model.torch_ops import LAYER_NORM, MAX_POOL2D, register
+
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    model = import_model("pools", PoolsThenNorm().eval(), (torch.randn(1, 4, 7, 7),), target.spec, torch_ops=True)
+    source = str(model.with_torch_ops.mod["main"])
+    assert [source.count(f'"{name}"') for name in (MAX_POOL2D, LAYER_NORM)] == [1, 1]
+    assert [k.name for k in model.with_torch_ops.kernels if "pool" in k.name] != []  # the ceil-mode pool
+    register()
+    assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
+
+
 @pytest.mark.parametrize("attr,residual", [("none", False), ("relu", False), ("gelu", False), ("none", True)])
 def test_every_way_to_run_a_linear_layer_computes_it(attr, residual):
     """The packed linear layer's candidates (oneDNN with its post-op, eager's addmm, MKL's packed
