@@ -589,9 +589,34 @@ def _built_as_one_attention_call(name: str, module, inputs: tuple):
 def test_attention_becomes_one_call_of_torchs_fused_attention(causal):
     """softmax(QK^T / sqrt(d) + mask) V, written by torch.export as broadcast 3-D matmuls, is one
     scaled_dot_product_attention call (a causal mask as an additive constant): no softmax kernel
-    is left in TVM, and the build matches torch."""
+    is left in TVM, nor a copy splitting the heads out of the merged Q, K, V projection or
+    putting them back side by side (torch takes those as views), and the build matches torch."""
     torch.manual_seed(0)
-    _built_as_one_attention_call("block", zoo.DecoderBlock(32, 2, 8, causal=causal).eval(), (torch.randn(1, 8, 32),))
+    built = _built_as_one_attention_call("block", zoo.DecoderBlock(32, 2, 8, causal=causal).eval(),
+                                         (torch.randn(1, 8, 32),))
+    assert not any(op in k.name for k in built.model.kernels for op in ("split", "transpose")), built.model.kernels
+
+
+class _SlicedQKV(torch.nn.Module):
+    """Attention whose Q, K and V are slices of one projection's output (BERT's in `transformers`
+    after the projections are merged), heads made with view and transpose."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x):
+        qkv = self.qkv(x)
+        q, k, v = (qkv[:, :, i * 32:(i + 1) * 32].view(1, 8, 2, 16).transpose(1, 2) for i in range(3))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, 8, 32)
+
+
+def test_attention_reads_slices_of_one_projection_as_views():
+    """No slice, transpose or head-merging copy is left in TVM: one call reads the projection's
+    output, and matches torch."""
+    torch.manual_seed(0)
+    built = _built_as_one_attention_call("sliced", _SlicedQKV().eval(), (torch.randn(1, 8, 32),))
+    assert not any(op in k.name for k in built.model.kernels for op in ("slice", "transpose")), built.model.kernels
 
 
 class _MaskedSelfAttention(torch.nn.Module):

@@ -22,8 +22,14 @@ with reshapes and same-shape broadcasts anywhere between (the 3-D matmul's score
 back); the call's output takes `o`'s shape. A scale torch.export splits as sqrt(scale) on Q and
 on K^T (ViT's attention through `scaled_dot_product_attention`) is gathered into the call's.
 
-q, k, v of rank 3 or 4, float32. What is found is data (`Attention`); model/torch_ops.py makes
-it a call of its registered `attention`.
+q, k, v of rank 3 or 4, float32. Each is read where it is a view of (`views`): through the
+reshapes, transposes and split parts that made it from another tensor (the Q, K and V
+projections' merged output, model/parallel_linear.py), which torch takes as strided views
+instead of TVM copying each (a split, or slices along one axis); and the reshapes and transposes after `o`, which only bring the
+heads back side by side, are taken as views of torch's output too (its flash kernel writes the
+heads side by side already). In BERT's layer these copies were five TVM kernels, 0.3-0.45 ms
+of 7. What is found is data (`Attention`); model/torch_ops.py makes it a call of its
+registered `attention`.
 """
 from __future__ import annotations
 
@@ -37,29 +43,103 @@ from .dataflow import all_users, bindings_of, dtype_of, op_name, scalar_operand,
 
 @dataclass
 class Attention:
-    """One attention: `last` the binding whose value the call replaces; `k` is K itself, or K
-    transposed where `transposed`."""
+    """One attention: `last` the value of the binding the call replaces (`last_var`); `k` is K
+    itself, or K transposed where `transposed`."""
 
     q: object
     k: object
     v: object
     last: object
+    last_var: object = None
     transposed: bool = False
     scale: float = 1.0
     masks: list = field(default_factory=list)  # Relax expressions added to the scores
     chain: list = field(default_factory=list)  # every call replaced, the first matmul first
+    shape: tuple = ()  # o's
+    # how torch makes q, k, v from the tensors passed, and the output from o: `views`' programs
+    views: list = field(default_factory=lambda: ["", "", "", ""])
 
 
-def find_attention(func) -> list[Attention]:
-    """Every attention of a Relax function (see the module's docstring)."""
+def find_attention(func, fused: frozenset = frozenset()) -> list[Attention]:
+    """Every attention of a Relax function (see the module's docstring); q, k and v are not
+    looked through the calls in `fused` (those of layers fused with their epilogue: only
+    their last call's output will exist)."""
     counts, users = uses(func), all_users(func)
     values = {b.var: b.value for b in bindings_of(func)}
     found = []
     for binding in bindings_of(func):
         site = _start(binding.value, values)
         if site is not None and _follow(site, binding.var, counts, users, values):
-            found.append(site)
+            found.append(_as_views(site, counts, users, values, fused))
     return found
+
+
+VIEWS = ("relax.reshape", "relax.permute_dims")
+
+
+def _as_views(site: Attention, counts: dict, users: dict, values: dict, fused: frozenset) -> Attention:
+    """The site reading q, k and v where they are views of, and ending after the views of o
+    that follow it alone."""
+    site.shape = shape_of(site.last)
+    (site.q, q), (site.k, k), (site.v, v) = (_viewed_from(x, values, fused) for x in (site.q, site.k, site.v))
+    after = []
+    while len(users.get(site.last_var, [])) == counts.get(site.last_var) == 1 \
+            and op_name((binding := users[site.last_var][0]).value) in VIEWS:
+        after.append(_step(binding.value))
+        site.chain.append(binding.value)
+        site.last, site.last_var = binding.value, binding.var
+    site.views = [q, k, v, ";".join(after)]
+    return site
+
+
+def _viewed_from(expr, values: dict, fused: frozenset) -> tuple[object, str]:
+    """(source, program): `expr` is the program's steps applied to `source` in turn, each a
+    reshape, a transpose (permute) or a part of a split or a slice (narrow), none a call in
+    `fused`."""
+    from tvm import relax
+
+    steps = []
+    while True:
+        made = values.get(expr)
+        if made in fused:
+            return expr, ";".join(reversed(steps))
+        if op_name(made) in VIEWS:
+            steps.append(_step(made))
+            expr = made.args[0]
+        elif isinstance(made, relax.TupleGetItem) and op_name(values.get(made.tuple_value)) == "relax.split":
+            split = values[made.tuple_value]
+            axis = int(split.attrs.axis) % len(shape_of(split.args[0]))
+            start = sum(int(part.shape[axis]) for part in split.ty.fields[:made.index])
+            steps.append(f"narrow {axis} {start} {shape_of(expr)[axis]}")
+            expr = split.args[0]
+        elif (narrow := _narrow(made)) is not None:
+            steps.append(narrow)
+            expr = made.args[0]
+        else:
+            return expr, ";".join(reversed(steps))
+
+
+def _narrow(call) -> str | None:
+    """A strided slice along one axis with stride 1 as a narrow step; None for anything else."""
+    if op_name(call) != "relax.strided_slice" or len(call.args[1].fields) != 1:
+        return None
+    steps = [int(v.value) for v in call.args[4].fields] if len(call.args) > 4 else [1]
+    axis, begin = (int(arg.fields[0].value) for arg in call.args[1:3])
+    rank = len(shape_of(call))
+    axis %= rank
+    size = shape_of(call.args[0])[axis]
+    if steps != [1] or not -size <= begin < size:
+        return None
+    return f"narrow {axis} {begin % size} {shape_of(call)[axis]}"
+
+
+def _step(call) -> str:
+    """A reshape or permute_dims as one step of a view program."""
+    if op_name(call) == "relax.reshape":
+        return "reshape " + " ".join(map(str, shape_of(call)))
+    rank = len(shape_of(call))
+    axes = [int(a) for a in call.attrs.axes] if call.attrs.axes is not None else list(range(rank))[::-1]
+    return "permute " + " ".join(map(str, axes))
 
 
 def _start(call, values: dict) -> Attention | None:
@@ -122,7 +202,7 @@ def _follow(site: Attention, var, counts: dict, users: dict, values: dict) -> bo
             pass
         elif stage == "probabilities" and name == "relax.matmul" and call.args[0].same_as(var) \
                 and dtype_of(call.args[1]) == "float32":
-            site.v, site.last = _peel(call.args[1], values), call
+            site.v, site.last, site.last_var = _peel(call.args[1], values), call, binding.var
             site.chain.append(call)
             return shape_of(site.v)[:-2] == shape_of(site.q)[:-2]
         else:

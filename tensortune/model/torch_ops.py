@@ -55,13 +55,16 @@ def register(again: bool = False) -> None:
     def matmul(a, b):
         return torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b)).contiguous()
 
-    def attention(q, k, v, transposed, scale, rank, *rest):  # rest: the output's shape, then the masks if any
-        k, shape = torch.from_dlpack(k), [int(d) for d in rest[:rank]]
-        masks = [torch.from_dlpack(m) for m in rest[rank:]]
+    # rest: o's shape, the masks if any, then how q, k, v and the output are viewed (model/attention.py;
+    # models exported before the views have none)
+    def attention(q, k, v, transposed, scale, rank, *rest):
+        shape, views = [int(d) for d in rest[:rank]], [r for r in rest[rank:] if isinstance(r, str)] or [""] * 4
+        masks = [torch.from_dlpack(m) for m in rest[rank:] if not isinstance(m, str)]
+        q, k, v = (_viewed(torch.from_dlpack(x), program) for x, program in zip((q, k, v), views))
         out = torch.nn.functional.scaled_dot_product_attention(
-            torch.from_dlpack(q), k.transpose(-2, -1) if transposed else k, torch.from_dlpack(v),
+            q, k.transpose(-2, -1) if transposed else k, v,
             attn_mask=functools.reduce(torch.add, masks) if masks else None, scale=scale)
-        return out.reshape(shape).contiguous()
+        return _viewed(out.reshape(shape), views[3]).contiguous()
 
     def layer_norm(x, gamma, beta, axes, epsilon):
         x = torch.from_dlpack(x)
@@ -94,7 +97,9 @@ def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, 
     sites = {}  # call -> the fused layer or attention it is part of
     for func in mod.functions.values():
         if isinstance(func, relax.Function):
-            for site in [*find_attention(func), *find_sites(func)]:
+            layers = find_sites(func)
+            fused = frozenset(call for layer in layers for call in layer.chain)
+            for site in [*find_attention(func, fused), *layers]:
                 sites.update({call: site for call in site.chain if call not in sites})
 
     @mutator
@@ -161,6 +166,16 @@ def _calls(expr, *names: str) -> bool:
             and expr.args[0].global_symbol in names)
 
 
+def _viewed(tensor, program: str):
+    """`tensor` through a view program of model/attention.py: reshape, permute and narrow steps
+    (a reshape copies only where no view has that shape)."""
+    for step in filter(None, program.split(";")):
+        name, *numbers = step.split()
+        numbers = [int(n) for n in numbers]
+        tensor = tensor.narrow(*numbers) if name == "narrow" else getattr(tensor, name)(numbers)
+    return tensor
+
+
 def vendor_calls(mod) -> dict[str, int]:
     """What a lowered build's main function runs where: calls of fused oneDNN layers
     ("onednn"), of torch's fused attention ("attention"), of torch's plain operators ("torch"),
@@ -180,10 +195,11 @@ def _site_call(site, visit):
     from tvm.ir import StringImm
 
     if isinstance(site, Attention):
-        shape, masks = [relax.prim_value(int(d)) for d in site.last.ty.shape], combined_masks(site)
+        shape, masks = [relax.prim_value(d) for d in site.shape], combined_masks(site)
         return relax.call_pure_packed(ATTENTION, visit(site.q), visit(site.k), visit(site.v),
                                       relax.prim_value(int(site.transposed)), relax.prim_value(float(site.scale)),
-                                      relax.prim_value(len(shape)), *shape, *map(visit, masks), ty_args=site.last.ty)
+                                      relax.prim_value(len(shape)), *shape, *map(visit, masks),
+                                      *map(StringImm, site.views), ty_args=site.last.ty)
 
     ints = relax.prim_value
     weight, bias = relax.const(site.weight), relax.const(site.bias)
