@@ -523,31 +523,35 @@ def test_a_residual_that_nothing_reads_after_is_added_in_place_and_no_other():
         assert compare([o.numpy() for o in call()], expected) <= tolerance("float32")
 
 
-class PoolsThenNorm(torch.nn.Module):
+class PoolsThenNorms(torch.nn.Module):
     """A convolution, then two max pools (NHWC after it, as the convolution is): one torch's
-    kernel computes, one with ceil mode, which it computes otherwise; then a layer norm."""
+    kernel computes, one with ceil mode, which it computes otherwise; then a layer norm of each
+    pool's output, one of 128 elements and one of 32."""
 
     def __init__(self):
         super().__init__()
-        self.conv, self.norm = torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.LayerNorm(8 * 2 * 2)
+        self.conv, self.big, self.small = torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.LayerNorm(128), torch.nn.LayerNorm(32)
 
     def forward(self, x):
         x = torch.nn.functional.max_pool2d(self.conv(x), 3, 2, 1)
-        return self.norm(torch.nn.functional.max_pool2d(x, 2, 2, ceil_mode=True).flatten(1))
+        return self.big(x.flatten(1)), self.small(torch.nn.functional.max_pool2d(x, 2, 2, ceil_mode=True).flatten(1))
 
 
-def test_layer_norms_and_channels_last_max_pools_call_torchs_kernels():
-    """The pool torch computes the same way and the layer norm become calls of torch's
-    operators; the pool with ceil mode stays a TVM kernel; the build matches torch."""
-    from tensortune.model.torch_ops import LAYER_NORM, MAX_POOL2D, register
+def test_layer_norms_and_channels_last_max_pools_on_enough_elements_call_torchs_kernels(monkeypatch):
+    """With torch's calls taken from 100 elements on (SMALL; a test's size), the pool torch
+    computes the same way and the larger layer norm become calls of torch's operators; the
+    pool with ceil mode and the smaller layer norm stay TVM kernels; the build matches torch."""
+    from tensortune.model import torch_ops
 
+    monkeypatch.setattr(torch_ops, "SMALL", 100)
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("pools", PoolsThenNorm().eval(), (torch.randn(1, 4, 7, 7),), target.spec, torch_ops=True)
+    model = import_model("pools", PoolsThenNorms().eval(), (torch.randn(1, 4, 7, 7),), target.spec, torch_ops=True)
     source = str(model.with_torch_ops.mod["main"])
-    assert [source.count(f'"{name}"') for name in (MAX_POOL2D, LAYER_NORM)] == [1, 1]
-    assert [k.name for k in model.with_torch_ops.kernels if "pool" in k.name] != []  # the ceil-mode pool
-    register()
+    assert [source.count(f'"{name}"') for name in (torch_ops.MAX_POOL2D, torch_ops.LAYER_NORM)] == [1, 1]
+    kernels = " ".join(k.name for k in model.with_torch_ops.kernels)
+    assert "pool" in kernels and "layer_norm" in kernels, kernels  # the ceil-mode pool, the small norm
+    torch_ops.register()
     assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
 
 
@@ -586,11 +590,15 @@ def _built_as_one_attention_call(name: str, module, inputs: tuple):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_becomes_one_call_of_torchs_fused_attention(causal):
+def test_attention_becomes_one_call_of_torchs_fused_attention(causal, monkeypatch):
     """softmax(QK^T / sqrt(d) + mask) V, written by torch.export as broadcast 3-D matmuls, is one
     scaled_dot_product_attention call (a causal mask as an additive constant): no softmax kernel
     is left in TVM, nor a copy splitting the heads out of the merged Q, K, V projection or
-    putting them back side by side (torch takes those as views), and the build matches torch."""
+    putting them back side by side (torch takes those as views, here from any size on), and the
+    build matches torch."""
+    from tensortune.model import torch_ops
+
+    monkeypatch.setattr(torch_ops, "SMALL", 0)
     torch.manual_seed(0)
     built = _built_as_one_attention_call("block", zoo.DecoderBlock(32, 2, 8, causal=causal).eval(),
                                          (torch.randn(1, 8, 32),))
@@ -611,12 +619,18 @@ class _SlicedQKV(torch.nn.Module):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, 8, 32)
 
 
-def test_attention_reads_slices_of_one_projection_as_views():
+@pytest.mark.parametrize("small", [0, 1000])
+def test_attention_reads_slices_of_one_projection_as_views_unless_small(small, monkeypatch):
     """No slice, transpose or head-merging copy is left in TVM: one call reads the projection's
-    output, and matches torch."""
+    output, and matches torch; unless the heads have fewer elements than SMALL (256 here), where
+    TVM's copies stay."""
+    from tensortune.model import torch_ops
+
+    monkeypatch.setattr(torch_ops, "SMALL", small)
     torch.manual_seed(0)
     built = _built_as_one_attention_call("sliced", _SlicedQKV().eval(), (torch.randn(1, 8, 32),))
-    assert not any(op in k.name for k in built.model.kernels for op in ("slice", "transpose")), built.model.kernels
+    copies = [k.name for k in built.model.kernels if "slice" in k.name or "transpose" in k.name]
+    assert (copies != []) == (small > 8 * 32), copies
 
 
 class _MaskedSelfAttention(torch.nn.Module):

@@ -23,12 +23,12 @@ back); the call's output takes `o`'s shape. A scale torch.export splits as sqrt(
 on K^T (ViT's attention through `scaled_dot_product_attention`) is gathered into the call's.
 
 q, k, v of rank 3 or 4, float32. Each is read where it is a view of (`views`): through the
-reshapes, transposes and split parts that made it from another tensor (the Q, K and V
-projections' merged output, model/parallel_linear.py), which torch takes as strided views
-instead of TVM copying each (a split, or slices along one axis); and the reshapes and transposes after `o`, which only bring the
-heads back side by side, are taken as views of torch's output too (its flash kernel writes the
-heads side by side already). In BERT's layer these copies were five TVM kernels, 0.3-0.45 ms
-of 7. What is found is data (`Attention`); model/torch_ops.py makes it a call of its
+reshapes, transposes, split parts and one-axis slices that made it from another tensor (the
+Q, K and V projections' merged output, model/parallel_linear.py), which torch takes as
+strided views instead of TVM copying each; the reshapes and transposes after `o`, which only
+bring the heads back side by side, are views of torch's output too (its flash kernel writes
+the heads side by side already). In BERT's layer these copies were five TVM kernels, 0.3-0.45
+ms of 7. What is found is data (`Attention`); model/torch_ops.py makes it a call of its
 registered `attention`.
 """
 from __future__ import annotations
@@ -60,17 +60,19 @@ class Attention:
     views: list = field(default_factory=lambda: ["", "", "", ""])
 
 
-def find_attention(func, fused: frozenset = frozenset()) -> list[Attention]:
+def find_attention(func, fused: frozenset = frozenset(), views_from: int = 0) -> list[Attention]:
     """Every attention of a Relax function (see the module's docstring); q, k and v are not
     looked through the calls in `fused` (those of layers fused with their epilogue: only
-    their last call's output will exist)."""
+    their last call's output will exist), nor at all where q has fewer than `views_from`
+    elements (torch applying the views costs more there than TVM's copies)."""
     counts, users = uses(func), all_users(func)
     values = {b.var: b.value for b in bindings_of(func)}
     found = []
     for binding in bindings_of(func):
         site = _start(binding.value, values)
         if site is not None and _follow(site, binding.var, counts, users, values):
-            found.append(_as_views(site, counts, users, values, fused))
+            site.shape = shape_of(site.last)
+            found.append(_as_views(site, counts, users, values, fused) if np.prod(site.shape) >= views_from else site)
     return found
 
 
@@ -80,7 +82,6 @@ VIEWS = ("relax.reshape", "relax.permute_dims")
 def _as_views(site: Attention, counts: dict, users: dict, values: dict, fused: frozenset) -> Attention:
     """The site reading q, k and v where they are views of, and ending after the views of o
     that follow it alone."""
-    site.shape = shape_of(site.last)
     (site.q, q), (site.k, k), (site.v, v) = (_viewed_from(x, values, fused) for x in (site.q, site.k, site.v))
     after = []
     while len(users.get(site.last_var, [])) == counts.get(site.last_var) == 1 \
