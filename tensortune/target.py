@@ -29,6 +29,11 @@ class Target:
     device_class: str = ""  # a Ray cluster's device class (measure/cluster.py), timing on its devices
 
     @property
+    def kind(self) -> str:
+        """TVM's target kind: "llvm" (a CPU) or "cuda"."""
+        return self.spec["kind"]
+
+    @property
     def hardware(self) -> str:
         """Which machine a timing belongs to: CPU model, ISA level and thread count; or the
         GPU's architecture and name; or, tuning on a cluster, the device class timing it."""

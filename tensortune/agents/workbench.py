@@ -210,7 +210,7 @@ class Workbench:
 
     def _space_names(self, workload) -> list[str]:
         """The target's template space first where it fits the workload, then sketch."""
-        template = TEMPLATES[self.target.spec["kind"]]
+        template = TEMPLATES[self.target.kind]
         return ["sketch"] if isinstance(workload, KernelWorkload) else [template, "sketch"]
 
     def space(self, workload, name: str):

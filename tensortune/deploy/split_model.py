@@ -80,7 +80,7 @@ def build_split(split: SplitModel, target, db, tuned: bool = True):
               for model in split.regions]
     for region, built in zip(split.parts.regions, builds):  # one slower than eager stays eager's graph
         setattr(split.parts.graph, region.name,
-                region.module if built.slower_than_eager else TVMRegion(built, region.module, target.spec["kind"]))
+                region.module if built.slower_than_eager else TVMRegion(built, region.module, target.kind))
     return split.parts.graph, builds
 
 

@@ -107,7 +107,7 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
     (_back_to_tvm), until `deadline` (time.perf_counter's clock) if one is given. On a CPU the kept build is also
     timed against torch eager on the same inputs (`slower_than_eager`)."""
     built = _build_best(model, target, db, seed)
-    if target.spec["kind"] != "llvm":  # eager runs on this CPU, not on the target's device
+    if target.kind != "llvm":  # eager runs on this CPU, not on the target's device
         return built
     inputs, _ = fresh_case(model, seed + 1)
     timed = {"eager": timer("eager", lambda: eager_seconds(model.module, inputs, target.threads))}
@@ -184,13 +184,13 @@ def _build_best(model: ImportedModel, target: Target, db: Database, seed: int) -
 def build_checked(model: ImportedModel, target: Target, funcs: dict, seconds: dict, seed: int) -> BuiltModel:
     inputs, expected = fresh_case(model, seed)
     executable = compile_model(model, target, funcs)
-    error = compare(run(executable, inputs, target.spec["kind"]), expected)
+    error = compare(run(executable, inputs, target.kind), expected)
     fell_back: dict[str, str] = {}
     if error > tolerance(expected[0].dtype) and funcs:
         for name in list(funcs):
             trial = {n: f for n, f in funcs.items() if n != name}
             candidate = compile_model(model, target, trial)
-            trial_error = compare(run(candidate, inputs, target.spec["kind"]), expected)
+            trial_error = compare(run(candidate, inputs, target.kind), expected)
             if trial_error <= tolerance(expected[0].dtype):
                 fell_back[name] = f"the model with it differed from torch by {error:.1e} (relative)"
                 funcs, executable, error = trial, candidate, trial_error

@@ -48,7 +48,7 @@ def vm_on(executable, inputs: list[np.ndarray], kind: str = "llvm"):
 def vm_seconds(executable, inputs, target: Target, lost_s: float = float("inf")) -> float:
     """Seconds per call of a built model in TVM's VM, inputs resident on its device; one cold
     call's where it took over `lost_s` (see time_on_cpu)."""
-    call = run_on(executable, inputs, target.spec["kind"])
+    call = run_on(executable, inputs, target.kind)
     with turn(alone=True):  # as a kernel's timing: while no other tensortune process builds or times
         return statistics.median(time_on_cpu(call, REPEATS, MIN_REPEAT_S, lost_s=lost_s))
 
