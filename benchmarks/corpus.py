@@ -107,7 +107,7 @@ def resolve(text: str, target_spec: dict):
     source, _, detail = text.partition(":")
     if source not in ZOO and not source.startswith(COVERAGE):
         return get_workload(source, detail or None)
-    kernels = _model_kernels(source, json.dumps(target_spec, sort_keys=True))
+    kernels = model_kernels(source, json.dumps(target_spec, sort_keys=True))
     if detail not in kernels:
         raise SystemExit(f"error: {source} has no kernel '{detail}'; its kernels: {', '.join(kernels)}")
     return kernels[detail]
@@ -125,7 +125,7 @@ def trained_on(target_spec: dict) -> set[str]:
 
 
 @lru_cache(maxsize=None)
-def _model_kernels(model: str, target_json: str) -> dict:
+def model_kernels(model: str, target_json: str) -> dict:
     from tensortune.model.importer import import_model, load_factory
 
     factory = f"{Path(__file__).parent / 'coverage.py'}:{model[len(COVERAGE):]}" if model.startswith(COVERAGE) else model

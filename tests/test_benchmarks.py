@@ -1,5 +1,6 @@
 """The benchmark scripts' own bookkeeping (their figures are theirs to measure): the race
-against MetaSchedule resumes from its runs file and pools one machine kind."""
+against MetaSchedule resumes from its runs file and pools one machine kind; the corpus grows
+each kernel's table to its points, once."""
 import json
 import sys
 from pathlib import Path
@@ -34,3 +35,29 @@ def test_the_race_appends_each_run_as_it_ends_and_resumes_without_running_it_aga
     runs.write_text("".join(json.dumps({**r, "machine": "another CPU, 2 threads"}) + "\n" for r in records))
     with pytest.raises(pytest.fail.Exception, match="ran again"):
         race.compare(WORKLOAD, [CONFIG], {CONFIG: 16}, 1, str(runs))
+
+
+def test_the_corpus_grows_a_kernel_table_to_its_points_once_and_resumes_where_it_stopped(tmp_path):
+    import grow_corpus
+
+    from tensortune.measure.config import MeasureConfig
+    from tensortune.measure.measurer import Measurer
+    from tensortune.target import make_target
+
+    target = make_target("cpu", 1)
+    found = list(grow_corpus.kernels(["conv_block"], target.spec, set()))
+    keys = [w.key for _, w in found]
+    assert found and len(set(keys)) == len(keys)  # distinct kernels, each once
+    task, workload = next((t, w) for t, w in found if "conv2d" in t.name)  # a transpose has one point: skipped
+    transpose = next((t, w) for t, w in found if t.name.endswith("-transpose1"))
+    config = MeasureConfig(threads=1, repeat=1, min_repeat_ms=1)
+    with Measurer(target.spec, config) as measurer:
+        assert grow_corpus.grow(*transpose, target, measurer, 3, tmp_path) is None  # nothing to learn from
+        assert "+3 points" in grow_corpus.grow(task, workload, target, measurer, 3, tmp_path)
+        assert grow_corpus.grow(task, workload, target, measurer, 3, tmp_path) is None  # nothing left to measure
+        assert "+2 points" in grow_corpus.grow(task, workload, target, measurer, 5, tmp_path)
+    table = grow_corpus.corpus.load_table(task, tmp_path)
+    assert len(table.results) == 5 and table.hardware == target.hardware and table.workload == workload.key
+    assert [entry["measured"] for entry in table.made_by] == [3, 2]
+    assert grow_corpus.complete(tmp_path, target.hardware, 5) == {workload.key}
+    assert not grow_corpus.complete(tmp_path, "another machine", 5)

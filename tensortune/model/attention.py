@@ -97,41 +97,40 @@ def _viewed_from(expr, values: dict, fused: frozenset) -> tuple[object, str]:
     """(source, program): `expr` is the program's steps applied to `source` in turn, each a
     reshape, a transpose (permute) or a part of a split or a slice (narrow), none a call in
     `fused`."""
+    steps = []
+    while values.get(expr) not in fused and (step := _view_step(values.get(expr), expr, values)) is not None:
+        steps.append(step[0])
+        expr = step[1]
+    return expr, ";".join(reversed(steps))
+
+
+def _view_step(made, expr, values: dict) -> tuple[str, object] | None:
+    """(the step, its input) where `made`, the value bound to `expr`, is a view of one
+    tensor: a reshape, a permute, a part of a split, a slice along one axis with stride 1;
+    None for anything else."""
     from tvm import relax
 
-    steps = []
-    while True:
-        made = values.get(expr)
-        if made in fused:
-            return expr, ";".join(reversed(steps))
-        if op_name(made) in VIEWS:
-            steps.append(_step(made))
-            expr = made.args[0]
-        elif isinstance(made, relax.TupleGetItem) and op_name(values.get(made.tuple_value)) == "relax.split":
-            split = values[made.tuple_value]
-            axis = int(split.attrs.axis) % len(shape_of(split.args[0]))
-            start = sum(int(part.shape[axis]) for part in split.ty.fields[:made.index])
-            steps.append(f"narrow {axis} {start} {shape_of(expr)[axis]}")
-            expr = split.args[0]
-        elif (narrow := _narrow(made)) is not None:
-            steps.append(narrow)
-            expr = made.args[0]
-        else:
-            return expr, ";".join(reversed(steps))
+    if op_name(made) in VIEWS:
+        return _step(made), made.args[0]
+    if isinstance(made, relax.TupleGetItem) and op_name(values.get(made.tuple_value)) == "relax.split":
+        split = values[made.tuple_value]
+        axis = int(split.attrs.axis) % len(shape_of(split.args[0]))
+        start = sum(int(part.shape[axis]) for part in split.ty.fields[:made.index])
+        return _narrow_step(axis, start, shape_of(expr)[axis]), split.args[0]
+    if op_name(made) != "relax.strided_slice" or len(made.args[1].fields) != 1:
+        return None
+    strides = [int(v.value) for v in made.args[4].fields] if len(made.args) > 4 else [1]
+    axis, begin = (int(arg.fields[0].value) for arg in made.args[1:3])
+    axis %= len(shape_of(made))
+    size = shape_of(made.args[0])[axis]
+    if strides != [1] or not -size <= begin < size:
+        return None
+    return _narrow_step(axis, begin % size, shape_of(made)[axis]), made.args[0]
 
 
-def _narrow(call) -> str | None:
-    """A strided slice along one axis with stride 1 as a narrow step; None for anything else."""
-    if op_name(call) != "relax.strided_slice" or len(call.args[1].fields) != 1:
-        return None
-    steps = [int(v.value) for v in call.args[4].fields] if len(call.args) > 4 else [1]
-    axis, begin = (int(arg.fields[0].value) for arg in call.args[1:3])
-    rank = len(shape_of(call))
-    axis %= rank
-    size = shape_of(call.args[0])[axis]
-    if steps != [1] or not -size <= begin < size:
-        return None
-    return f"narrow {axis} {begin % size} {shape_of(call)[axis]}"
+def _narrow_step(axis: int, start: int, length: int) -> str:
+    """The narrow step of a view program."""
+    return f"narrow {axis} {start} {length}"
 
 
 def _step(call) -> str:
