@@ -28,6 +28,7 @@ from tensortune.result import Result
 from tensortune.space import make_space
 
 TABLES = Path(__file__).parent / "corpus" / "tables"
+GROWN = Path(__file__).parent / "corpus" / "grown"  # grow_corpus.py's tables: GROWN/HARDWARE/TASK.json.gz
 COVERAGE = "coverage."  # 'coverage.NAME:KERNEL': a kernel of a model of benchmarks/coverage.py's corpus
 
 
@@ -46,6 +47,17 @@ def _operator(family: str, shape: str, preset: str = "") -> CorpusTask:
 
 def _kernel(model: str, function: str, short: str) -> CorpusTask:
     return CorpusTask(f"{model}-{short}", model, f"{model}:{function}", "sketch")
+
+
+def grown_task(source: str, function: str) -> CorpusTask:
+    """A kernel of a zoo or coverage model as grow_corpus.py names it; its model is its family."""
+    return CorpusTask(f"{source}-{function}", source, f"{source}:{function}", "sketch")
+
+
+def grown_tasks(hardware: str) -> list[CorpusTask]:
+    """The kernels grow_corpus.py has tables of for this machine class."""
+    return [grown_task(*path.name.removesuffix(".json.gz").split("-", 1))
+            for path in sorted((GROWN / hardware).glob("*.json.gz"))]
 
 
 CORPUS = (
@@ -87,7 +99,6 @@ EXTRA = (
     _kernel("gpt_block", "matmul1", "scores"),
 )
 TRAINING = CORPUS + EXTRA
-MODELS = tuple(dict.fromkeys(t.family for t in TRAINING if t.space == "sketch"))
 OPERATOR_FAMILIES = tuple(dict.fromkeys(t.family for t in TRAINING if t.space != "sketch"))
 
 

@@ -35,7 +35,6 @@ from tensortune.points import point_key
 from tensortune.space import make_space
 from tensortune.target import make_target
 
-GROWN = Path(__file__).parent / "corpus" / "grown"
 SOURCES = (*ZOO, *(corpus.COVERAGE + name for name in coverage_corpus.MODELS))
 BATCH = 16  # points measured together; the next batch's cutoff is CUTOFF x the best so far
 CUTOFF = 3.0
@@ -54,7 +53,7 @@ def kernels(sources, target_spec: dict, skip: set[str]):
         for function, workload in found.items():
             if workload.key not in seen:
                 seen.add(workload.key)
-                yield corpus.CorpusTask(f"{source}-{function}", source, f"{source}:{function}", "sketch"), workload
+                yield corpus.grown_task(source, function), workload
 
 
 def distinct_points(space, name: str, count: int, have: set[str]) -> list:
@@ -106,7 +105,7 @@ def main() -> None:
                         help="zoo models and coverage.NAME models (default: all)")
     args = parser.parse_args()
     target = make_target("cpu", MeasureConfig().threads)
-    tables = GROWN / target.hardware
+    tables = corpus.GROWN / target.hardware
     skip = {corpus.resolve(name, target.spec).key for name in HELD_OUT} | complete(tables, target.hardware, args.points)
     deadline = time.perf_counter() + 60 * args.minutes
     config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)

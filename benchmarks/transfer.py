@@ -10,9 +10,11 @@ best (1.00: the best anyone found there): the best of the model's top 8 picks, a
 over draws of the best of 8 random picks. Three feature sets side by side: 'absolute' (the
 kernel's per-store features, summed and maxed: what the packaged model learns from,
 corpus.FEATURES), 'change' (their difference from the unscheduled kernel's: what the schedule
-changed, which moves less with problem size) and 'both'.
+changed, which moves less with problem size) and 'both'. With --grown, the kernels
+benchmarks/grow_corpus.py measured on this machine class join the tasks, each held out with
+its model.
 
-    .venv/bin/python benchmarks/transfer.py [--out benchmarks/results/transfer.txt]
+    .venv/bin/python benchmarks/transfer.py [--grown] [--features absolute ...] [--out benchmarks/results/transfer.txt]
 """
 from __future__ import annotations
 
@@ -42,26 +44,45 @@ THREADS = len(os.sched_getaffinity(0))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/transfer.txt"))
+    parser.add_argument("--grown", action="store_true", help="also grow_corpus.py's tables of this machine class")
+    parser.add_argument("--features", nargs="+", default=list(FEATURE_SETS), choices=list(FEATURE_SETS))
     args = parser.parse_args()
     target = make_target("cpu", MeasureConfig().threads)
     tasks = [t for t in corpus.TRAINING if corpus.load_table(t) is not None]
-    start = time.perf_counter()
-    groups = {t.name: corpus.group(t, target) for t in tasks}
+    grown = corpus.grown_tasks(target.hardware) if args.grown else []
+    start, stale = time.perf_counter(), []
+    groups = {t.name: _group(t, target, corpus.TABLES, stale) for t in tasks}
+    groups |= {t.name: _group(t, target, corpus.GROWN / target.hardware, stale) for t in grown}
+    tasks = [t for t in [*tasks, *grown] if groups[t.name] is not None]
     seconds = time.perf_counter() - start
-    lines = header(target.threads) + [f"# {len(tasks)} tasks; features of every table point: {seconds:.0f} s", ""]
-    for split, units in (("leave-one-model-out", corpus.MODELS), ("leave-family-out", corpus.OPERATOR_FAMILIES)):
-        lines += held_out(split, units, tasks, groups)
+    lines = header(target.threads) + [f"# {len(tasks)} tasks ({len(grown)} grown); features of every table point: "
+                                      f"{seconds:.0f} s"]
+    lines += [f"# left out, their kernel no longer imported as measured: {', '.join(stale)}"] if stale else []
+    lines.append("")
+    models = tuple(dict.fromkeys(t.family for t in tasks if t.space == "sketch"))
+    for split, units in (("leave-one-model-out", models), ("leave-family-out", corpus.OPERATOR_FAMILIES)):
+        lines += held_out(split, units, tasks, groups, args.features)
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
-def held_out(split: str, units: tuple[str, ...], tasks, groups) -> list[str]:
+def _group(task, target, tables: Path, stale: list[str]):
+    """The task's (features, relevance), or None, with its name added to `stale`, where the
+    kernel its table measured is no longer what the importer gives (renamed or changed)."""
+    try:
+        return corpus.group(task, target, tables)
+    except SystemExit:
+        stale.append(task.name)
+        return None
+
+
+def held_out(split: str, units: tuple[str, ...], tasks, groups, feature_sets: list[str]) -> list[str]:
     """Per held-out task, the top-8 and random-8 ratios of each feature set; then a summary."""
-    rows, wins = [], {name: [] for name in FEATURE_SETS}
+    rows, wins = [], {name: [] for name in feature_sets}
     for unit in units:
         kept = [t for t in tasks if t.family != unit]
         held = [t for t in tasks if t.family == unit]
-        for name in FEATURE_SETS:
+        for name in feature_sets:
             model = CostModel.train([groups[t.name] for t in kept], {}, threads=THREADS, features=name)
             for task in held:
                 features, labels = groups[task.name]
@@ -69,13 +90,13 @@ def held_out(split: str, units: tuple[str, ...], tasks, groups) -> list[str]:
                 rows.append((task.name, name, top, rand))
                 wins[name].append(top > rand)  # relevance: higher is faster
     lines = [f"## {split}: best of {PICKS} picks / table's best (lower is better)",
-             f"{'task':34}" + "".join(f"{name + ' top-8':>16}" for name in FEATURE_SETS) + f"{'random 8':>12}"]
+             f"{'task':34}" + "".join(f"{name + ' top-8':>16}" for name in feature_sets) + f"{'random 8':>12}"]
     by_task = {}
     for task, name, top, rand in rows:
         by_task.setdefault(task, {})[name] = top
         by_task[task]["random"] = rand
     for task, got in by_task.items():
-        lines.append(f"{task:34}" + "".join(f"{1 / got[name]:>16.2f}" for name in FEATURE_SETS) + f"{1 / got['random']:>12.2f}")
+        lines.append(f"{task:34}" + "".join(f"{1 / got[name]:>16.2f}" for name in feature_sets) + f"{1 / got['random']:>12.2f}")
     for name, won in wins.items():
         median = statistics.median(1 / got[name] for got in by_task.values())
         lines.append(f"{name}: top-8 beats the median of random 8 on {sum(won)} of {len(won)} held-out tasks; "
