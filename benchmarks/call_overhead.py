@@ -20,18 +20,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 
 from provenance import header, publish
 
+from tensortune.model.vm import torch_seconds
+
 THREADS = len(os.sched_getaffinity(0))
-
-
-def seconds(call) -> float:
-    """The median of warm repeats of `call()`, seconds per call."""
-    from tensortune.measure.runner import time_on_cpu
-
-    return statistics.median(time_on_cpu(call, 7, 0.05))
 
 
 def layers() -> list[tuple[str, object, tuple]]:
@@ -69,8 +63,7 @@ def crossings(func, args: tuple) -> dict[str, float]:
     for name in ("from_dlpack", "exchange"):
         if not torch.equal(torch.from_dlpack(calls[name]()), expected):
             raise SystemExit(f"error: the {name} call's output differs from the direct call's")
-    with torch.no_grad():
-        return {name: seconds(call) for name, call in calls.items()}
+    return {name: torch_seconds(call, THREADS) for name, call in calls.items()}
 
 
 def region() -> dict[str, float]:
@@ -96,7 +89,7 @@ def region() -> dict[str, float]:
              "exchange": lambda: list(main(x, y))}
     if not all(torch.equal(a, b) for a, b in zip(calls["from_dlpack"](), calls["exchange"]())):
         raise SystemExit("error: the region's outputs differ between the two ways to call it")
-    return {name: seconds(call) for name, call in calls.items()}
+    return {name: torch_seconds(call, THREADS) for name, call in calls.items()}
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import TensortuneWarning
-from .loader import aligned
+from .loader import aligned, torch_outputs
 
 
 class TVMRegion(nn.Module):
@@ -46,8 +46,7 @@ class TVMRegion(nn.Module):
         return tuple(outs) if self.returns_tuple else outs[0]
 
     def _tvm(self, inputs) -> list:
-        out = self._main(*[aligned(t) for t in inputs])  # torch tensors in and out, converted by tvm_ffi
-        return list(out) if not isinstance(out, torch.Tensor) else [out]
+        return torch_outputs(self._main(*[aligned(t) for t in inputs]))
 
     def _check(self, inputs, outs: list):
         """Eager's outputs for `inputs`; where TVM's differ, the region goes to PyTorch."""

@@ -3,8 +3,8 @@
 `dispatch_to_torch` rewrites a Relax module before lowering so that every operation PyTorch
 implements with a vendor library here becomes a call of a packed function that runs torch's
 operator on views of TVM's tensors (tvm_ffi converts them, DLPack in C) and hands torch's
-output back to TVM, no copy either way. A convolution or linear layer with a constant weight becomes one fused oneDNN call
-(model/onednn.py): its weight packed once, its bias and batch norm folded into the weight at
+output back to TVM, no copy either way. A convolution or linear layer with a constant weight
+becomes one fused oneDNN call (model/onednn.py): its weight packed once, its bias and batch norm folded into the weight at
 build, its activation or residual add a post-op (model/epilogue.py finds them; a residual no
 later call reads is added into in place, `in_place_residuals`); convolutions are made NHWC
 first, oneDNN's layout, and linear layers side by side (attention's Q, K and V projections)
