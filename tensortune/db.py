@@ -50,6 +50,14 @@ CREATE TABLE IF NOT EXISTS model_timings (
     model_key TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL, threads INTEGER NOT NULL,
     eager_s REAL NOT NULL, default_s REAL NOT NULL, tuned_s REAL NOT NULL, created REAL NOT NULL
 );
+-- which build of a model was kept (model.build: all-TVM, calling torch, or mixed, with the
+-- operations put back in TVM): a later build, while no newer record of its kernels is stored,
+-- builds that one alone instead of timing every candidate again
+CREATE TABLE IF NOT EXISTS build_choices (
+    choice_key TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL,
+    kept TEXT NOT NULL, in_tvm TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (choice_key, target, hardware)
+);
 """
 
 
@@ -205,6 +213,26 @@ class Database:
                                  (self._model_key(name),)).fetchall()  # SQLite: the columns of the max row
         return [dict(zip(("target", "hardware", "threads", "eager_s", "default_s", "tuned_s", "measured"), r))
                 for r in rows]
+
+    def set_build_choice(self, choice_key: str, target: str, hardware: str, kept: str, in_tvm: frozenset[int]) -> None:
+        """The build kept for a model (`kept`: "tvm", "torch ops" or "mixed", with the operations
+        `in_tvm` put back in TVM), found again by `choice_key`; replaces the one stored before."""
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO build_choices VALUES (?,?,?,?,?,?)",
+                              (choice_key, target, hardware, kept, json.dumps(sorted(in_tvm)), time.time()))
+
+    def build_choice(self, choice_key: str, target: str, hardware: str) -> tuple[str, frozenset[int], float] | None:
+        """(kept, in_tvm, when it was stored) as set_build_choice took it, or None."""
+        row = self.conn.execute("SELECT kept, in_tvm, created FROM build_choices WHERE choice_key=? AND target=?"
+                                " AND hardware=?", (choice_key, target, hardware)).fetchone()
+        return (row[0], frozenset(json.loads(row[1])), row[2]) if row else None
+
+    def latest_record(self, workloads: list[str], target: str, hardware: str) -> float:
+        """When the newest record of any of these workloads on this hardware was stored (0: none)."""
+        marks = ",".join("?" * len(workloads))
+        row = self.conn.execute(f"SELECT max(created) FROM records WHERE workload IN ({marks}) AND target=?"
+                                " AND hardware=?", (*workloads, target, hardware)).fetchone()
+        return row[0] or 0.0
 
     @contextmanager
     def claim(self, tasks: list[Task]):

@@ -401,6 +401,27 @@ def test_a_compiled_graph_within_timing_noise_of_eager_keeps_its_regions(tmp_pat
     assert graph == ["graph", "eager"] * 3  # taken in turn
 
 
+def test_a_close_call_against_eager_is_timed_again_before_it_decides(tmp_path, monkeypatch):
+    """A graph timed 5% slower than eager (within CLOSE, past TIE) is timed as many times
+    again, and the means decide: here the second timing finds it faster, and it is kept."""
+    graph_timings = iter([1.05e-3] * 3 + [0.9e-3] * 3)  # a test double: a slow first round, then faster
+    labels = []
+
+    def close(label, measure):
+        labels.append(label)
+        if label == "graph":
+            return next(graph_timings)
+        return {"eager": 1e-3, "region": 0.5e-3}.get(label, 2e-3)
+
+    monkeypatch.setattr(tensortune.deploy.backend.Backend, "timer", staticmethod(close))
+    model, x = with_erfinv()
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    with torch.no_grad():
+        assert torch.allclose(fast(x), model(x))
+    assert backend.regions and not backend.in_eager
+    assert [label for label in labels if label in ("graph", "eager")][-12:] == ["graph", "eager"] * 6
+
+
 def tiny_llama():
     """A 1-layer Llama from `transformers` built from its config (rotary embeddings, RMSNorm,
     gated SiLU, grouped-query attention; random weights, nothing downloaded), 16 tokens: token

@@ -13,7 +13,7 @@ import torch
 
 from browser import colours, figures, open_page
 from tensortune import load
-from tensortune.db import Database
+from tensortune.db import Database, Task
 from tensortune.errors import UserError
 from tensortune.measure import cores
 from tensortune.measure.config import MeasureConfig
@@ -21,6 +21,7 @@ from tensortune.model import build_model, export_model, import_model, tune_model
 from tensortune.model import zoo
 from tensortune.model.build import build_checked, compare, fresh_case, tolerance
 from tensortune.model.end_to_end import measure_end_to_end
+from tensortune.result import Result, Status
 from tensortune.target import make_target
 from tensortune.tuning.tuner import TuneConfig
 
@@ -399,7 +400,6 @@ def test_kernels_of_the_build_far_behind_weigh_less_in_the_schedule(monkeypatch)
     """With two builds only the faster is kept: a kernel of the all-TVM build counts in
     proportion to how close that build is to the one calling torch. Timings injected (test
     doubles): the convolution 10 ms in TVM, the build calling torch 1 ms at its defaults."""
-    from tensortune.result import Result, Status
     from tensortune.model import scheduler
     from tensortune.model.scheduler import TaskState
 
@@ -440,10 +440,25 @@ def test_an_operation_faster_in_tvm_goes_back_to_tvm_in_the_kept_build():
     target = make_target("cpu", 2)
     model = import_model("conv_linear", ConvThenLinear().eval(), (torch.randn(1, 32, 28, 28),), target.spec,
                          torch_ops=True)
-    built = build_model(model, target, Database(":memory:"), timer=injected)
+    db = Database(":memory:")
+    built = build_model(model, target, db, timer=injected)
     assert built.torch_ops == 1 and built.build.kept_in_tvm == {1}, built.timed  # the linear layer back in TVM
     assert built.kept == "mixed" and built.timed["mixed"] == 3e-3 and built.error <= tolerance("float32")
     assert not built.slower_than_eager
+    # built again from the same records (as the backend does after tune-model): the choice stored
+    # is built alone, whatever the timings now say, and timed only against eager
+    labels = []
+    again = build_model(model, target, db, timer=lambda label, measure: labels.append(label) or 4e-3)
+    assert (again.kept, again.build.kept_in_tvm, labels) == ("mixed", {1}, ["eager", "mixed"]), again.timed
+    assert again.error <= tolerance("float32")
+    # a record of one of its kernels stored since (tuned further; here a point that failed to
+    # build, which changes no schedule): every candidate is timed again
+    kernel = model.kernels[0]
+    db.add(Task(kernel.workload.key, target.name, target.hardware, "sketch"), "search", [{"tile": 1}],
+           [Result(Status.BUILD_ERROR, reason="a test double")])
+    labels.clear()
+    build_model(model, target, db, timer=lambda label, measure: labels.append(label) or 4e-3)
+    assert "torch ops" in labels, labels
 
 
 class LinearBlock(torch.nn.Module):

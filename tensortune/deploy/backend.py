@@ -25,6 +25,10 @@ from ..model.build import timed_now
 
 MODES = ("default", "tune")
 TIE = 0.02  # a compiled graph within this share of eager is kept: each of its regions already beat eager
+# a build slower than eager by less than this share is timed again before it is refused: timings of
+# one build move 5-7% between rounds on these shared 2-core machines (a loaded build 7% faster than
+# eager was timed 6% slower at its compile, once, in another sitting)
+CLOSE = 0.10
 
 
 @dataclass(frozen=True)
@@ -174,12 +178,25 @@ def _slower_than_eager(compiled, gm, example_inputs, kept: list, timer: Callable
     """Why the compiled graph is not kept, if dynamo's own graph (what eager runs) is faster
     than it by more than TIE on the example inputs; "" otherwise. Each region is checked again
     on the user's first call, as if never called."""
-    ours, eager = _in_turn(timer, "graph", lambda: compiled(*example_inputs), lambda: gm(*example_inputs), threads)
+    ours, eager = _against_eager(timer, "graph", lambda: compiled(*example_inputs), lambda: gm(*example_inputs),
+                                 threads, TIE)
     for region in kept:
         region.checked = False
     if ours <= eager * (1 + TIE):
         return ""
     return f"compiled, it took {ours * 1e3:.3f} ms a call against eager's {eager * 1e3:.3f} ms"
+
+
+def _against_eager(timer: Callable, label: str, ours: Callable, eager: Callable, threads: int,
+                   margin: float) -> tuple[float, float]:
+    """Seconds per call of `ours` and of `eager`, timed in turn (`_in_turn`); where ours came out
+    slower than eager by more than `margin` but less than CLOSE, both are timed as many times
+    again and the means of both timings decide."""
+    mine, theirs = _in_turn(timer, label, ours, eager, threads)
+    if theirs * (1 + margin) < mine <= theirs * (1 + CLOSE):
+        again = _in_turn(timer, label, ours, eager, threads)
+        mine, theirs = (mine + again[0]) / 2, (theirs + again[1]) / 2
+    return mine, theirs
 
 
 def _in_turn(timer: Callable, label: str, ours: Callable, eager: Callable, threads: int) -> tuple[float, float]:
@@ -314,8 +331,8 @@ def _kept_or_why(built, region, timer: Callable, threads: int):
     from .torch_region import TVMRegion
 
     compiled = TVMRegion(built, region.module)
-    ours, eager = _in_turn(timer, "region", lambda: compiled(*region.inputs), lambda: region.module(*region.inputs),
-                           threads)
+    ours, eager = _against_eager(timer, "region", lambda: compiled(*region.inputs),
+                                 lambda: region.module(*region.inputs), threads, 0.0)
     if compiled.in_torch:  # its check, on the first of those calls, failed
         return compiled.in_torch
     compiled.checked = False  # checked again on the user's own inputs, at their first call

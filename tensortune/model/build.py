@@ -7,6 +7,7 @@ back to its default in turn; it is named in the result and stays at its default.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,7 @@ from ..target import Target, compile_for, tvm_target
 from .defaults import stored_default
 from .importer import ImportedModel, torch_build
 from .layout import prepack
-from .torch_ops import dispatch_to_torch, in_place_residuals, register, vendor_calls
+from .torch_ops import in_place_residuals, register, vendor_calls
 from .vm import eager_seconds, in_turn, run, vm_seconds
 
 
@@ -104,13 +105,29 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
     Where the model also has a build that calls torch (`with_torch_ops`), both are built and
     checked, timed end to end on the same inputs, and the faster is kept; if that is the one
     calling torch and `mix` is set, a few of its operations are tried back in TVM
-    (_back_to_tvm), until `deadline` (time.perf_counter's clock) if one is given. On a CPU the kept build is also
-    timed against torch eager on the same inputs (`slower_than_eager`)."""
-    built = _build_best(model, target, db, seed)
+    (_back_to_tvm), until `deadline` (time.perf_counter's clock) if one is given. The choice is
+    stored in `db`: a later build while no newer record of the model's kernels is stored (the
+    backend's, after tune-model's) builds that one alone. On a CPU the kept build is also timed
+    against torch eager on the same inputs (`slower_than_eager`)."""
     if target.kind != "llvm":  # eager runs on this CPU, not on the target's device
-        return built
+        return _build_best(model, target, db, seed)
     inputs, _ = fresh_case(model, seed + 1)
     timed = {"eager": timer("eager", lambda: eager_seconds(model.module, inputs, target.threads))}
+    chosen = _stored_choice(model, target, db, seed)
+    if chosen is not None:
+        timed[chosen.kept] = timer(chosen.kept, lambda: vm_seconds(chosen.executable, inputs, target))
+        return replace(chosen, timed=timed)
+    built = _choose(model, target, db, seed, inputs, timed, progress, timer, deadline, mix)
+    if "torch ops" in timed and (deadline is None or time.perf_counter() <= deadline):  # a choice timed, made whole
+        db.set_build_choice(_choice_key(model), target.name, target.hardware, built.kept, built.build.kept_in_tvm)
+    return built
+
+
+def _choose(model: ImportedModel, target: Target, db: Database, seed: int, inputs, timed: dict,
+            progress: Callable[[str], None], timer: Timer, deadline: float | None, mix: bool) -> BuiltModel:
+    """The faster of the all-TVM build and the one calling torch (mixed where `mix`), each
+    build's seconds added to `timed`."""
+    built = _build_best(model, target, db, seed)
     other, refused = None, ""
     try:
         other = _build_best(model.with_torch_ops, target, db, seed) if model.with_torch_ops else None
@@ -133,6 +150,30 @@ def build_model(model: ImportedModel, target: Target, db: Database, seed: int = 
         timed["mixed"] = seconds
     return replace(chosen, model=model, build=chosen.model, timed=timed,
                    kept="mixed" if chosen is not other else "torch ops")
+
+
+def _choice_key(model: ImportedModel) -> str:
+    """What a model's stored build choice is found by: the operations torch could take in it
+    and their FLOPs. The model whole and its graph as dynamo captures it (the backend's region)
+    share it, where their names and an elementwise kernel or two differ."""
+    return hashlib.sha1(repr(model.with_torch_ops.torch_sites).encode()).hexdigest()[:16]
+
+
+def _stored_choice(model: ImportedModel, target: Target, db: Database, seed: int) -> BuiltModel | None:
+    """The build stored as kept for the model, built and checked; None if none is stored, a
+    record of its kernels is newer than the choice (tuned since), or it no longer passes its check."""
+    stored = db.build_choice(_choice_key(model), target.name, target.hardware) if model.with_torch_ops else None
+    if stored is None:
+        return None
+    kept, in_tvm, created = stored
+    if db.latest_record([k.workload.key for k in model.all_kernels()], target.name, target.hardware) > created:
+        return None
+    build = {"tvm": model, "torch ops": model.with_torch_ops}.get(kept) or torch_build(model, target.spec, in_tvm)
+    try:
+        chosen = _build_best(build, target, db, seed) if build is not None else None
+    except UserError:  # decide again, from every candidate
+        return None
+    return None if chosen is None else replace(chosen, model=model, build=chosen.model, kept=kept)
 
 
 def tuned_before(model: ImportedModel, target: Target, db: Database) -> bool:
@@ -159,7 +200,7 @@ def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, 
     back in TVM one at a time, fused as in the all-TVM build (with its tuned schedules where
     the kernel is the same), and left there where the model is faster end to end, timed in
     turn with the build kept so far."""
-    _, met = dispatch_to_torch(model.source)
+    met = model.with_torch_ops.torch_sites
     for tried, (index, _) in enumerate(sorted(met, key=lambda site: site[1])[:MIX_TRIES]):
         if deadline is not None and time.perf_counter() > deadline:
             break

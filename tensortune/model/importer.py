@@ -56,6 +56,9 @@ class ImportedModel:
     # graph (model/partition.py) takes weights as inputs, which random draws make meaningless
     # (a batch norm's variance drawn negative)
     fixed_inputs: bool = False
+    # the (number, FLOPs) of each operation torch could take (torch_ops.dispatch_to_torch), in
+    # the build made by torch_build
+    torch_sites: tuple[tuple[int, int], ...] = ()
 
     def all_kernels(self) -> list[ModelKernel]:
         """The kernels of this build and of `with_torch_ops`, each distinct kernel once: what
@@ -147,7 +150,7 @@ def torch_build(model: ImportedModel, target_spec: dict, keep: frozenset[int] = 
         return None
     mod = lower_and_fuse(dispatched, target_spec)
     return ImportedModel(model.name, model.module, model.example_inputs, mod, _kernels(mod), count, model.source, keep,
-                         fixed_inputs=model.fixed_inputs)
+                         fixed_inputs=model.fixed_inputs, torch_sites=tuple(met))
 
 
 def export(name: str, module, example_inputs: tuple):
