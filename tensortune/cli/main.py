@@ -9,7 +9,7 @@ from typer.exceptions import TyperException
 
 from ..errors import UserError
 from .common import app, err
-from .quiet import drop_tvm_log
+from .quiet import drop_tvm_log, quiet_metaschedule
 
 
 def main() -> None:
@@ -20,6 +20,7 @@ def main() -> None:
     sys.argv = [arg for arg in sys.argv if arg not in ("--debug", "--verbose")]
     if not verbose:  # TVM's log lines, ours and our workers', shown only when asked for (cli/quiet.py)
         drop_tvm_log()
+        quiet_metaschedule()
     # torch.fx's deep copies trip typing_extensions' deprecation of a torch pytree idiom: torch's
     # business, not the user's, and it would read as a failure of ours on standard error
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)

@@ -35,6 +35,16 @@ def drop_tvm_log() -> None:
     atexit.register(_drain, terminal, passing)
 
 
+def quiet_metaschedule() -> None:
+    """MetaSchedule's task tables (its INFO log lines) left to the log files in its work
+    directory: on the console they are pages of progress the tuner already shows."""
+    import logging
+
+    from ..search import metaschedule
+
+    metaschedule.CONSOLE_LEVEL = logging.WARNING
+
+
 def _pass_on(read: int, terminal: int) -> None:
     with io.FileIO(read, "r") as pipe:
         for line in io.BufferedReader(pipe):

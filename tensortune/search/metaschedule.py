@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import sys
 import time
@@ -17,6 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 NAME = "metaschedule"
+# the level of what MetaSchedule prints on the console (its task tables are INFO); its work
+# directory's logs/ keep everything whatever this is. The CLI lowers it to WARNING unless --verbose.
+CONSOLE_LEVEL = logging.INFO
 TRIALS_PER_ROUND = 32
 # Each round MetaSchedule starts fresh build workers; its default build imports every target's
 # tensor intrinsics (about 20 s a worker here), and its default
@@ -58,6 +62,8 @@ def run_metaschedule(workload, target_spec: dict, trials: int, threads: int, fol
     load_intrinsics(target_spec["kind"])
     os.environ["TVM_NUM_THREADS"] = str(threads)  # its runner processes inherit this
     folder.mkdir(parents=True, exist_ok=True)
+    # tune_tir sets its console handler to its logger's level, and that logger to DEBUG after
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(CONSOLE_LEVEL)
     start = time.perf_counter()
     with _stdout_to_stderr():
         ms.tune_tir(tvm.IRModule({"main": workload.prim_func()}), tvm.target.Target(target_spec), str(folder),
