@@ -461,6 +461,21 @@ def test_an_operation_faster_in_tvm_goes_back_to_tvm_in_the_kept_build():
     assert "torch ops" in labels, labels
 
 
+def test_untuned_the_all_tvm_build_is_not_built_where_torch_takes_long_per_operation():
+    """Nothing tuned and no mixing (the backend on a fresh database): the build calling torch
+    at 0.5 ms an operation is kept without building the all-TVM one (its serial default
+    schedules cannot win there, and its code generation is the costliest part of a compile).
+    Timings injected (a test double)."""
+    labels = []
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    model = import_model("conv_linear", ConvThenLinear().eval(), (torch.randn(1, 32, 28, 28),), target.spec,
+                         torch_ops=True)
+    built = build_model(model, target, Database(":memory:"), timer=lambda label, measure: labels.append(label) or 1e-3,
+                        mix=False)
+    assert (built.kept, labels) == ("torch ops", ["eager", "torch ops"]) and built.error <= tolerance("float32")
+
+
 class LinearBlock(torch.nn.Module):
     """A transformer's MLP with its residual: linear + gelu, then linear + the input."""
 
