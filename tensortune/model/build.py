@@ -191,9 +191,9 @@ def tuned_before(model: ImportedModel, target: Target, db: Database) -> bool:
 
 
 # a build calling torch slower than this a call per operation sent to torch is not raced by the
-# untuned all-TVM build, whose code generation alone took 24 s of MobileNetV2's compile (coverage
-# corpus: 115 us per operation, where the all-TVM build still lost); a tiny model whose torch
-# calls cost more than their work (zoo.conv_block: microseconds) is still raced
+# untuned all-TVM build, whose code generation is the costliest step of a compile (without it,
+# MobileNetV2's compile went from 100 s to 54 s: benchmarks/results/coverage-mobilenet-*.txt); a
+# tiny model whose torch calls cost more than their work (zoo.conv_block) is still raced
 UNTUNED_LOSES_S = 50e-6
 LOST = 3.0  # an all-TVM build whose first call takes this many times the build calling torch's is timed no further
 MIX_TRIES = 8  # operations tried back in TVM, the smallest first

@@ -108,8 +108,8 @@ _NUMPY = {
 def _fold_in_numpy(mod):
     """The module with each call of `_NUMPY`'s operators on constants replaced by its value,
     computed in numpy. TVM's FoldConstant, which folds the rest, compiles a kernel for every
-    call it folds: 26 s for MobileNetV2's 364 weight transposes and batch norms on a 2-core
-    AMD EPYC, twice per import (TVM's weight layout and oneDNN's)."""
+    call it folds: MobileNetV2 has 364 weight transposes and batch norms, folded twice per
+    import (TVM's weight layout and oneDNN's), each fold a kernel compiled and run."""
     from tvm import relax
     from tvm.ir.expr import Constant
     from tvm.relax.expr_functor import PyExprMutator, mutator
