@@ -313,7 +313,8 @@ def test_tune_model_tunes_what_tvm_takes_and_leaves_the_rest_to_torch(tmp_path, 
 def test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_still_split():
     """A test double stands in for TVM's import: it counts what it is asked to convert, and
     fails a graph only where a tanh and a sigmoid are in it together. Every node is tried alone
-    once per signature (none fails alone); the region holding both fails, and the halving
+    once per signature (none fails alone: the probe of all four side by side fails, and its
+    halves are tried down to single nodes); the region holding both fails, and the halving
     splits it at a node; a second partition of the same graph tries nothing alone again."""
     from tensortune.model.partition import capture, partition
     from tensortune.target import make_target
@@ -350,7 +351,42 @@ def test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_st
     first = len(converts.calls)
     converts.calls.clear()
     partition(graph, (x,), spec, converts=converts)
-    assert first - len(converts.calls) == 4  # the same regions and halves again, no node alone
+    assert first - len(converts.calls) == 5  # the same regions and halves again, no probe: the four side by side,
+    # the halves (permute and addmm pass, tanh and sigmoid fail), tanh alone, sigmoid alone
+
+
+def test_nodes_that_all_convert_are_probed_in_one_conversion():
+    """The real check (partition.Compiles, counted by a subclass): the probes of a graph whose
+    every node converts cost one conversion, side by side (the halving of a failing probe:
+    test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_still_split)."""
+    from tensortune.model.partition import Compiles, capture, partition
+    from tensortune.target import make_target
+
+    class Counted(Compiles):  # the real check, its calls counted
+        def __init__(self, spec):
+            super().__init__(spec)
+            self.probes, self.sizes = {}, []  # a cache of its own: nothing tried in this process before
+
+        def __call__(self, module, inputs):
+            self.sizes.append(sum(n.op == "call_function" for n in module.graph.nodes))
+            return super().__call__(module, inputs)
+
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 8)
+
+        def forward(self, x):
+            return self.b(torch.tanh(self.a(x)) * 2).sigmoid() + x.exp()
+
+    converts, spec = Counted(make_target("cpu", 2).spec), make_target("cpu", 2).spec
+    model, x = Mixed().eval(), torch.randn(2, 8)
+    graph = capture(model, (x,))
+    parts = partition(graph, (x,), spec, converts=converts)
+    assert len(converts.probes) >= 6 and converts.sizes[0] == len(converts.probes)  # all probes in the first call
+    assert len(converts.sizes) == 1 + len(parts.regions) and not parts.in_torch
+    with torch.no_grad():
+        assert torch.allclose(parts.graph(x), model(x), atol=1e-6)
 
 
 def test_past_its_compile_budget_a_graph_runs_in_pytorch_and_says_so(tmp_path):

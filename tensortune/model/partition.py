@@ -10,10 +10,13 @@ parent graph calls it where its nodes were and runs every other node in PyTorch.
 
 A converter can still fail on a node it claims, and a converted kernel can fail to compile
 (TVM's own converter kept GPT-2's cumsum over booleans boolean, which its LLVM code
-generator refuses; model/importer.py now converts it as torch does). So each node TVM would take is first tried alone: a graph of that
-one node, converted and its kernels compiled at their default schedules; what a node alone
-gives is decided once per signature (operator, its inputs' shapes and dtypes, its other
-arguments) for the process, so a model's repeated layers cost one try each. A region that
+generator refuses; model/importer.py now converts it as torch does). So each node TVM would
+take is first tried alone, converted and its kernels compiled at their default schedules;
+what a node alone gives is decided once per signature (operator, its inputs' shapes and
+dtypes, its other arguments) for the process, so a model's repeated layers cost one try
+each. The nodes are tried side by side, as independent calls in one graph, and only a graph
+that fails is halved down to the nodes that fail alone: one conversion for the whole graph
+where every node passes. A region that
 still fails (nodes that fail only together) is cut in halves, in graph order, until the
 failing node is found; it is refused and the graph partitioned again. Each kernel is compiled
 once per kernel key.
@@ -95,22 +98,42 @@ def _refused_alone(graph, torch_ops: frozenset[str], converts, deadline: float |
     """The nodes TVM would take that fail alone, with why: each distinct signature tried
     once, in the cache `converts` keeps (`probes`), else for this graph only; past `deadline`
     the nodes not yet tried are refused as such."""
+    tried = getattr(converts, "probes", {})
+    candidates = [node for node in graph.graph.nodes
+                  if _takes(node, supported_ops(), torch_ops) and node.target.__name__ != "getitem"
+                  and _tensors(node.meta.get("val"))]  # not a tuple's part (its producer decides), nor an assertion
+    first: dict[tuple, object] = {}  # each signature not tried before -> its first node
+    for node in candidates:
+        if _signature(node) not in tried:
+            first.setdefault(_signature(node), node)
+    found = _probe(graph, list(first.values()), converts, deadline)
+    tried.update({_signature(node): why for node, why in found.items() if why != SPENT})  # cut short: tried again later
+    reasons = {**tried, **{signature: found[node] for signature, node in first.items()}}
+    return {node: reasons[_signature(node)] for node in candidates if reasons[_signature(node)]}
+
+
+def _probe(owner, nodes: list, converts, deadline: float | None) -> dict:
+    """Why each of `nodes` fails alone ("" where it does not). They are tried side by side, in
+    one graph of independent calls (one conversion where all pass, as most do), and a failing
+    graph is cut in halves down to the nodes that fail alone: the probes cost a conversion per
+    failing node and level of halving instead of one per node (an export and an import each,
+    most of a CNN's compile through the backend)."""
     import time
 
-    tried = getattr(converts, "probes", {})
-    refused = {}
-    for node in graph.graph.nodes:
-        if (not _takes(node, supported_ops(), torch_ops) or node.target.__name__ == "getitem"
-                or not _tensors(node.meta.get("val"))):
-            continue  # a tuple's part (its producer decides), an assertion (nothing to compute alone)
-        signature = _signature(node)
-        if signature not in tried and deadline is not None and time.perf_counter() > deadline:
-            refused[node] = SPENT
-        elif signature not in tried:
-            tried[signature] = _why_not(converts, _alone(graph, node))
-        if tried[signature]:
-            refused[node] = tried[signature]
-    return refused
+    import torch
+
+    if not nodes:
+        return {}
+    if deadline is not None and time.perf_counter() > deadline:
+        return dict.fromkeys(nodes, SPENT)
+    without = {node: f"no example value for {arg.name}" for node in nodes for arg in node.all_input_nodes
+               if arg.op != "get_attr" and not isinstance(arg.meta.get("val"), torch.Tensor)}
+    rest = [node for node in nodes if node not in without]
+    why = _why_not(converts, _side_by_side(owner, rest)) if rest else ""
+    if not why or len(rest) == 1:
+        return {**without, **dict.fromkeys(rest, why)}
+    half = len(rest) // 2
+    return {**without, **_probe(owner, rest[:half], converts, deadline), **_probe(owner, rest[half:], converts, deadline)}
 
 
 def _tensors(value) -> bool:
@@ -138,12 +161,14 @@ def _signature(node) -> tuple:
     return _op_name(node), describe(node.args), describe(tuple(sorted(node.kwargs.items())))
 
 
-def _alone(owner, node) -> Region:
-    """A graph of `node` alone, its inputs drawn like the values it was traced with (weights:
-    the weights themselves)."""
+def _side_by_side(owner, nodes: list) -> Region:
+    """A graph calling each of `nodes` on inputs of its own, drawn like the values it was
+    traced with (weights: the weights themselves), every output returned."""
+    import operator
+
     import torch
 
-    graph, places, values = torch.fx.Graph(), {}, []
+    graph, places, values, outputs = torch.fx.Graph(), {}, [], []
 
     def place(arg):
         if arg not in places:
@@ -153,8 +178,13 @@ def _alone(owner, node) -> Region:
             values.append(value)
         return places[arg]
 
-    graph.output(graph.call_function(node.target, torch.fx.map_arg(node.args, place), torch.fx.map_arg(node.kwargs, place)))
-    return Region(node.name, torch.fx.GraphModule(torch.nn.Module(), graph), tuple(values), 1)
+    for node in nodes:
+        call = graph.call_function(node.target, torch.fx.map_arg(node.args, place), torch.fx.map_arg(node.kwargs, place))
+        value = node.meta["val"]
+        outputs += ([graph.call_function(operator.getitem, (call, i)) for i in range(len(value))]
+                    if isinstance(value, (tuple, list)) else [call])
+    graph.output(tuple(outputs))
+    return Region("probe", torch.fx.GraphModule(torch.nn.Module(), graph), tuple(values), len(nodes))
 
 
 def supported_ops() -> frozenset[str]:
