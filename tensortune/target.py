@@ -160,10 +160,12 @@ def cpuinfo(field: str) -> str:
         return ""
 
 
-# MetaSchedule's rules for a CPU can only tensorize with the x86 and Arm intrinsics, and a
-# GPU's with the CUDA ones; importing them all (as TuneContext does) parses every target's
-# TVMScript and costs 25 s.
-_INTRINSICS = {"llvm": ("x86", "arm_cpu"), "cuda": ("cuda",)}
+# MetaSchedule's rules for a CPU can only tensorize with the intrinsics of its own ISA (the x86
+# ones for VNNI and AVX-512 rules, chosen from the target's features; the Arm ones for an
+# aarch64 triple), and a GPU's with the CUDA ones; importing them all (as TuneContext does)
+# parses every target's TVMScript and costs 25 s. CPU targets here are this machine's.
+_CPU_INTRINSICS = ("x86",) if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686") else ("arm_cpu",)
+_INTRINSICS = {"llvm": _CPU_INTRINSICS, "cuda": ("cuda",)}
 
 
 def load_intrinsics(kind: str) -> None:
