@@ -33,7 +33,8 @@ demo: $(STAMP)
 # two pytest workers, a test file each at a time (a file's module fixtures, such as the one
 # local Ray cluster, run once): most of a test's time is one core compiling or importing TVM,
 # and timings of kernels take the cores in turn across processes (measure/cores.py), so two
-# files at once cut the suite from ~10.5 to ~9 minutes on the 2-core CI runner. The few tests marked
+# files at once cut the suite from ~10.5 to ~9 minutes on the 2-core CI runner then (12.4 minutes on
+# a 2-core AMD EPYC on 2026-12-07, 894 s on CI, as tests were added). The few tests marked
 # `alone` compare whole builds' timings with torch's, whose threads slow down 2-5x next to
 # another process's work: they run after, in one process.
 PYTEST := $(BIN)/python -m pytest
