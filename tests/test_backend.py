@@ -379,7 +379,8 @@ def test_nodes_that_all_convert_are_probed_in_one_conversion():
         def forward(self, x):
             return self.b(torch.tanh(self.a(x)) * 2).sigmoid() + x.exp()
 
-    converts, spec = Counted(make_target("cpu", 2).spec), make_target("cpu", 2).spec
+    spec = make_target("cpu", 2).spec
+    converts = Counted(spec)
     model, x = Mixed().eval(), torch.randn(2, 8)
     graph = capture(model, (x,))
     parts = partition(graph, (x,), spec, converts=converts)

@@ -98,18 +98,27 @@ def _refused_alone(graph, torch_ops: frozenset[str], converts, deadline: float |
     """The nodes TVM would take that fail alone, with why: each distinct signature tried
     once, in the cache `converts` keeps (`probes`), else for this graph only; past `deadline`
     the nodes not yet tried are refused as such."""
-    tried = getattr(converts, "probes", {})
-    candidates = [node for node in graph.graph.nodes
-                  if _takes(node, supported_ops(), torch_ops) and node.target.__name__ != "getitem"
-                  and _tensors(node.meta.get("val"))]  # not a tuple's part (its producer decides), nor an assertion
+    tried, known = getattr(converts, "probes", {}), supported_ops()
+    signatures = {node: _signature(node) for node in graph.graph.nodes
+                  if _takes(node, known, torch_ops) and node.target.__name__ != "getitem"
+                  and _tensors(node.meta.get("val"))}  # not a tuple's part (its producer decides), nor an assertion
     first: dict[tuple, object] = {}  # each signature not tried before -> its first node
-    for node in candidates:
-        if _signature(node) not in tried:
-            first.setdefault(_signature(node), node)
-    found = _probe(graph, list(first.values()), converts, deadline)
-    tried.update({_signature(node): why for node, why in found.items() if why != SPENT})  # cut short: tried again later
-    reasons = {**tried, **{signature: found[node] for signature, node in first.items()}}
-    return {node: reasons[_signature(node)] for node in candidates if reasons[_signature(node)]}
+    for node, signature in signatures.items():
+        if signature not in tried:
+            first.setdefault(signature, node)
+    lacking = {node: why for node in first.values() for why in [_missing_example(node)] if why}
+    found = {**lacking, **_probe(graph, [n for n in first.values() if n not in lacking], converts, deadline)}
+    tried.update({signatures[node]: why for node, why in found.items() if why != SPENT})  # cut short: tried again later
+    reasons = {**tried, **{signatures[node]: why for node, why in found.items()}}
+    return {node: reasons[signature] for node, signature in signatures.items() if reasons[signature]}
+
+
+def _missing_example(node) -> str:
+    """Why `node` cannot be tried alone ("" where it can): an input traced without a tensor."""
+    import torch
+
+    return next((f"no example value for {arg.name}" for arg in node.all_input_nodes
+                 if arg.op != "get_attr" and not isinstance(arg.meta.get("val"), torch.Tensor)), "")
 
 
 def _probe(owner, nodes: list, converts, deadline: float | None) -> dict:
@@ -120,20 +129,15 @@ def _probe(owner, nodes: list, converts, deadline: float | None) -> dict:
     most of a CNN's compile through the backend)."""
     import time
 
-    import torch
-
     if not nodes:
         return {}
     if deadline is not None and time.perf_counter() > deadline:
         return dict.fromkeys(nodes, SPENT)
-    without = {node: f"no example value for {arg.name}" for node in nodes for arg in node.all_input_nodes
-               if arg.op != "get_attr" and not isinstance(arg.meta.get("val"), torch.Tensor)}
-    rest = [node for node in nodes if node not in without]
-    why = _why_not(converts, _side_by_side(owner, rest)) if rest else ""
-    if not why or len(rest) == 1:
-        return {**without, **dict.fromkeys(rest, why)}
-    half = len(rest) // 2
-    return {**without, **_probe(owner, rest[:half], converts, deadline), **_probe(owner, rest[half:], converts, deadline)}
+    why = _why_not(converts, _side_by_side(owner, nodes))
+    if not why or len(nodes) == 1:
+        return dict.fromkeys(nodes, why)
+    half = len(nodes) // 2
+    return {**_probe(owner, nodes[:half], converts, deadline), **_probe(owner, nodes[half:], converts, deadline)}
 
 
 def _tensors(value) -> bool:
@@ -337,12 +341,11 @@ def _recorded(module, inputs: tuple) -> dict:
 
 
 def _example(node):
-    """A value like the one `node` was traced with: floats drawn, integers zero (valid indices)."""
+    """A value like the one `node` was traced with (a tensor: `_missing_example`): floats
+    drawn, integers zero (valid indices)."""
     import torch
 
-    value = node.meta.get("val")
-    if not isinstance(value, torch.Tensor):
-        raise UserError(f"no example value for {node.name}")
+    value = node.meta["val"]
     return (torch.randn(value.shape).to(value.dtype) if value.is_floating_point()
             else torch.zeros(value.shape, dtype=value.dtype))
 
