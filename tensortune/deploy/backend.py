@@ -133,9 +133,13 @@ class Backend:
         """Each region built into the split graph, or left to PyTorch (with a warning saying why);
         the regions built."""
         kept = []
+        # a graph of one region is timed against eager as a whole (_faster_or_eager); timing its
+        # region against its own graph first measured the same race twice, and each race within
+        # the machine's noise of a tie threw a faster build away half the time
+        race = len(parts.regions) > 1
         for number, region in enumerate(parts.regions):
             clock.stage(f"building {region.name} ({number + 1} of {len(parts.regions)}, {region.nodes} operators)")
-            compiled = clock.over() or _region(region, self.config, self.timer, clock.deadline)
+            compiled = clock.over() or _region(region, self.config, self.timer, clock.deadline, race)
             if isinstance(compiled, str):  # it stays the region's own graph, run by PyTorch
                 self.in_eager[f"{region.name} of graph {len(self.in_torch)}"] = compiled
                 self.eager_operators += region.nodes
@@ -285,9 +289,9 @@ class Clock:
         return f"the compile budget of {self.budget_s:g} s (compile_budget_s) was spent"
 
 
-def _region(region, config: BackendConfig, timer: Callable, deadline: float | None = None):
+def _region(region, config: BackendConfig, timer: Callable, deadline: float | None = None, race: bool = True):
     """A region as a TVMRegion, or why PyTorch runs it instead: it cannot be built or checked,
-    or it was slower than eager (`_kept_or_why`)."""
+    or (where `race`) it was slower than eager (`_kept_or_why`)."""
     from ..db import Database
     from ..measure.config import MeasureConfig
     from ..model import build_model, import_model
@@ -306,7 +310,7 @@ def _region(region, config: BackendConfig, timer: Callable, deadline: float | No
         # times eager on the region's own inputs too; operations tried back in TVM one by one only where tuned
         built = build_model(model, target, db, timer=timer, deadline=deadline,
                             mix=config.mode == "tune" or tuned_before(model, target, db))
-        return _kept_or_why(built, region, timer, measure.threads)
+        return _kept_or_why(built, region, timer, measure.threads, race)
     except Exception as err:  # any failure of TVM's: the region stays in PyTorch, said once
         return f"{type(err).__name__}: {first_line(err)}"
     finally:
@@ -324,19 +328,26 @@ def _tune(model, name: str, config: BackendConfig, target, db, measure) -> None:
                _progress(name) if config.progress else lambda *_: None)
 
 
-def _kept_or_why(built, region, timer: Callable, threads: int):
-    """The built region as a TVMRegion, or why PyTorch runs it instead: its check failed, or it
-    was slower than eager, both called as the compiled graph calls them (torch tensors in and
-    out: the VM's call and DLPack's wrapping count, which a small region feels) and timed in turn."""
+def _kept_or_why(built, region, timer: Callable, threads: int, race: bool = True):
+    """The built region as a TVMRegion, or why PyTorch runs it instead: its check failed, or
+    (where `race`) it was slower than eager, both called as the compiled graph calls them (torch
+    tensors in and out: the VM's call and DLPack's wrapping count, which a small region feels)
+    and timed in turn."""
+    import torch
+
     from .torch_region import TVMRegion
 
     compiled = TVMRegion(built, region.module)
-    ours, eager = _against_eager(timer, "region", lambda: compiled(*region.inputs),
-                                 lambda: region.module(*region.inputs), threads, 0.0)
+    if race:
+        ours, eager = _against_eager(timer, "region", lambda: compiled(*region.inputs),
+                                     lambda: region.module(*region.inputs), threads, 0.0)
+    else:  # only its check, made on the first call
+        with torch.no_grad():
+            compiled(*region.inputs)
     if compiled.in_torch:  # its check, on the first of those calls, failed
         return compiled.in_torch
     compiled.checked = False  # checked again on the user's own inputs, at their first call
-    if eager < ours:
+    if race and eager < ours:
         refused = f" (the build calling torch was refused: {built.refused})" if built.refused else ""
         return f"TVM took {ours * 1e3:.3f} ms a call against eager's {eager * 1e3:.3f} ms{refused}"
     return compiled

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from .defaults import stored_default
 from .importer import ImportedModel, torch_build
 from .layout import prepack
 from .torch_ops import in_place_residuals, register, vendor_calls
-from .vm import eager_seconds, in_turn, run, vm_seconds
+from .vm import ROUNDS, eager_seconds, in_turn, rounds_in_turn, run, vm_seconds
 
 
 @dataclass
@@ -151,9 +152,13 @@ def _choose(model: ImportedModel, target: Target, db: Database, seed: int, input
         return replace(built, timed=timed)
     if not mix:
         return replace(other, model=model, build=other.model, timed=timed, kept="torch ops")
-    chosen, seconds = _back_to_tvm(model, target, db, seed, other, timed["torch ops"], inputs, progress, timer, deadline)
-    if chosen is not other:
-        timed["mixed"] = seconds
+    chosen = _back_to_tvm(model, target, db, seed, other, inputs, progress, timer, deadline)
+    if chosen is not other:  # each step won within noise: the sum of them raced against where they started
+        timed["torch ops"], timed["mixed"] = in_turn(
+            timer, ("torch ops", lambda: vm_seconds(other.executable, inputs, target)),
+            ("mixed", lambda lost_s: vm_seconds(chosen.executable, inputs, target, lost_s)), lost=LOST)
+        if timed["mixed"] >= timed["torch ops"]:
+            chosen = other
     return replace(chosen, model=model, build=chosen.model, timed=timed,
                    kept="mixed" if chosen is not other else "torch ops")
 
@@ -203,14 +208,15 @@ MIX_TRIES = 8  # operations tried back in TVM, the smallest first
 MIX_MARGIN = 0.01
 
 
-def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, best: BuiltModel, best_s: float,
-                 inputs, progress: Callable[[str], None], timer: Timer,
-                 deadline: float | None) -> tuple[BuiltModel, float]:
+def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, best: BuiltModel,
+                 inputs, progress: Callable[[str], None], timer: Timer, deadline: float | None) -> BuiltModel:
     """Per operation, greedily: the smallest operations the kept build calls torch for (by
     FLOPs: where torch's call and the unfused epilogue cost most relative to the work) are put
     back in TVM one at a time, fused as in the all-TVM build (with its tuned schedules where
     the kernel is the same), and left there where the model is faster end to end, timed in
-    turn with the build kept so far."""
+    turn with the build kept so far: faster in every round, and by MIX_MARGIN at the median.
+    A win at the medians alone was noise often enough that, over eight tries, BERT's layer
+    kept four operations in TVM and ran 1.6x slower than the build it started from."""
     met = model.with_torch_ops.torch_sites
     for tried, (index, _) in enumerate(sorted(met, key=lambda site: site[1])[:MIX_TRIES]):
         if deadline is not None and time.perf_counter() > deadline:
@@ -223,12 +229,13 @@ def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, 
             trial = _build_best(candidate, target, db, seed)
         except UserError:  # a kernel of this build fails its check: the operation stays in torch
             continue
-        kept_s, seconds = in_turn(timer, ("kept", lambda: vm_seconds(best.executable, inputs, target)),
-                                  ("mixed", lambda lost_s: vm_seconds(trial.executable, inputs, target, lost_s)),
-                                  lost=LOST)
-        if seconds < kept_s * (1 - MIX_MARGIN):
-            best, best_s = trial, seconds
-    return best, best_s
+        kept_s, seconds = rounds_in_turn(timer, ("kept", lambda: vm_seconds(best.executable, inputs, target)),
+                                         ("mixed", lambda lost_s: vm_seconds(trial.executable, inputs, target, lost_s)),
+                                         lost=LOST)
+        every_round = len(seconds) == ROUNDS and all(mine < theirs for mine, theirs in zip(seconds, kept_s))
+        if every_round and statistics.median(seconds) < statistics.median(kept_s) * (1 - MIX_MARGIN):
+            best = trial
+    return best
 
 
 def _build_best(model: ImportedModel, target: Target, db: Database, seed: int) -> BuiltModel:

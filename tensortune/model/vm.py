@@ -63,13 +63,20 @@ def in_turn(timer, first: tuple[str, Callable[[], float]], second: tuple[str, Ca
     shared machine's speed hits both alike (one timing of each, minutes apart, once kept the
     slower). The second's timing is given the seconds past which it may stop at one call (`lost`
     times the first's first timing), and it is timed no further once it took longer."""
+    mine, theirs = rounds_in_turn(timer, first, second, lost)
+    return statistics.median(mine), statistics.median(theirs)
+
+
+def rounds_in_turn(timer, first: tuple[str, Callable[[], float]], second: tuple[str, Callable[[float], float]],
+                   lost: float = float("inf")) -> tuple[list[float], list[float]]:
+    """`in_turn`'s timings themselves, round by round: the first's and the second's."""
     mine, theirs = [], []
     for _ in range(ROUNDS):
         mine.append(timer(first[0], first[1]))
         theirs.append(timer(second[0], lambda: second[1](lost * mine[0])))
         if theirs[-1] > lost * mine[0]:
             break
-    return statistics.median(mine), statistics.median(theirs)
+    return mine, theirs
 
 
 def torch_seconds(call, threads: int) -> float:
