@@ -128,8 +128,6 @@ def bench(name: str, args) -> dict:
     in_turn = [m for m in args.torch_modes if m in IN_TURN]
     row = {"model": name, "torch": torch_latencies(name, [m for m in args.torch_modes if m not in IN_TURN])}
     module, inputs = zoo.ZOO[name]()
-    with tempfile.TemporaryDirectory() as empty:  # nothing tuned: what a first try gets
-        row["backend_empty"], row["empty_regions"] = via_torch_compile(name, target, f"{empty}/empty.db")
     split = None
     try:
         model = import_model(name, module, inputs, target.spec, torch_ops=True)
@@ -163,7 +161,7 @@ def bench(name: str, args) -> dict:
             row["torch_ops_possible"] = model.with_torch_ops.torch_ops if model.with_torch_ops else 0
             row["builds"] = built.timed  # each build's end-to-end seconds when the faster was chosen
             row["torch_share"] = 0.0
-            row["calls"] = vendor_calls(built.build.mod)  # what the kept build runs where
+            row["calls"] = {**vendor_calls(built.build.mod), **tvm_kinds(built, target, db)}  # what the kept build runs where
             row["profile"] = top_functions(seconds_by_function(built.executable, case))  # what holds it back
             export_model(built, target, Path(tmp) / "tuned", db)
         else:
@@ -174,15 +172,18 @@ def bench(name: str, args) -> dict:
             row["ours_error"], row["torch_ops"], row["torch_ops_possible"], row["builds"] = max(
                 b.error for b in builds), 0, 0, {}
             row["in_torch"] = split.parts.in_torch
-            row["calls"] = {kind: sum(vendor_calls(b.build.mod)[kind] for b in builds)
-                           for kind in ("onednn", "attention", "torch", "tvm")}
+            each = [{**vendor_calls(b.build.mod), **tvm_kinds(b, target, db)} for b in builds]
+            row["calls"] = {kind: sum(calls[kind] for calls in each) for kind in each[0]} if each else {}
         db.close()
         if split is None:  # ours loaded, compiled and the anchors in one fresh process, in turn
             fresh = in_fresh_process(name, str(Path(tmp) / "tuned"), f"{tmp}/bench.db", in_turn)
             row["ours"], row["via_torch_compile"], row["compiled_regions"] = (fresh["loaded"], fresh["compiled"],
                                                                             fresh["regions"])
+            row["backend_empty"], row["empty_regions"] = fresh["empty"], fresh["empty_regions"]
             row["torch"].update({k: v for k, v in fresh.items() if k.split("_compile_s")[0] in in_turn})
         else:
+            with tempfile.TemporaryDirectory() as empty:  # nothing tuned: what a first try gets
+                row["backend_empty"], row["empty_regions"] = via_torch_compile(name, target, f"{empty}/empty.db")
             row["via_torch_compile"], row["compiled_regions"] = via_torch_compile(name, target, f"{tmp}/bench.db")
             row["torch"].update(torch_latencies(name, in_turn))
         if args.metaschedule and split is None:
@@ -191,12 +192,24 @@ def bench(name: str, args) -> dict:
     return row
 
 
+def tvm_kinds(built, target, db) -> dict[str, int]:
+    """Of the kept build's calls of TVM kernels: those whose tuned schedule reads the weight
+    prepacked (its layout rewritten once at build, model/layout.prepack), and Winograd's
+    convolutions (one output transform each, model/winograd.py)."""
+    from tensortune.model.build import best_schedules
+
+    calls = {kernel.name: kernel.calls for kernel in built.build.kernels}
+    packed = sum(calls[name] for name, (func, _) in best_schedules(built.build, target, db).items()
+                 if name not in built.fell_back and "layout_rewrite_preproc" in func.script())
+    return {"tvm_packed": packed, "winograd": sum(n for name, n in calls.items() if "winograd_output" in name)}
+
+
 def ours_child(name: str, folder: str, db: str, modes: str) -> dict:
     """In this (child) process, as a user's own process runs them: torch eager and the torch
-    `modes` timed IN_TURN (comma-separated), the model compiled with the backend on the records in
-    `db` (with what its regions kept) and the export in `folder` loaded back; each timed ROUNDS
-    times, in turn, medians (eager moved 7.7-9.8 ms between sittings of one model here: only
-    figures taken in turn are compared)."""
+    `modes` timed IN_TURN (comma-separated), the model compiled with the backend on an empty
+    database and on the records in `db` (with what their regions kept) and the export in
+    `folder` loaded back; each timed ROUNDS times, in turn, medians (eager moved 7.7-9.8 ms
+    between sittings of one model here: only figures taken in turn are compared)."""
     import torch
 
     from tensortune.model import zoo
@@ -206,9 +219,12 @@ def ours_child(name: str, folder: str, db: str, modes: str) -> dict:
     import tensortune
 
     target = make_target("cpu", THREADS)
-    compiled, regions = compiled_model(name, target, db)  # first: it resets dynamo
-    calls = {"compiled": compiled, "loaded": tensortune.load(Path(folder))}
-    out = {"regions": regions}
+    torch._dynamo.reset()
+    calls, out = {}, {}
+    # nothing tuned, what a first try gets: a database of its own beside `db` (the parent's, removed with it)
+    calls["empty"], out["empty_regions"] = compiled_model(name, target, str(Path(db).with_name("empty.db")))
+    calls["compiled"], out["regions"] = compiled_model(name, target, db)
+    calls["loaded"] = tensortune.load(Path(folder))
     for column in [m for m in modes.split(",") if m]:
         module, inputs = zoo.ZOO[name]()
         mode, torch._inductor.config.freezing = MODES[column]
@@ -243,6 +259,9 @@ def via_torch_compile(name: str, target, db: str) -> tuple[float, str]:
     from tensortune.model import zoo
     from tensortune.model.vm import torch_seconds
 
+    import torch
+
+    torch._dynamo.reset()
     compiled, regions = compiled_model(name, target, db)
     inputs = zoo.ZOO[name]()[1]
     return torch_seconds(lambda: compiled(*inputs), target.threads), regions
@@ -258,8 +277,7 @@ def compiled_model(name: str, target, db: str):
     from tensortune.model import zoo
     from tensortune.model.torch_ops import vendor_calls
 
-    module, inputs = zoo.ZOO[name]()
-    torch._dynamo.reset()
+    module, inputs = zoo.ZOO[name]()  # a module of its own: dynamo compiles it apart from any other
     backend = tensortune.backend(db=db, threads=target.threads)
     fast = torch.compile(module, backend=backend, dynamic=False)
     with torch.no_grad():
@@ -283,14 +301,15 @@ def table(rows: list[dict], args, head: list[str]) -> str:
              "inference); max_autotune: max-autotune with freezing; untuned: TVM's default schedules, no torch calls; "
              "MS: MetaSchedule's static_shape_tuning_pipeline with cpu_weight_prepack; empty: ours via torch.compile(backend) on an empty "
              "database; ours: tuned, exported and loaded back (tensortune.load) in a fresh process, called from torch, timed in turn "
-             "with eager, freezing and compiled there; compiled: ours via "
+             "with eager, freezing, empty and compiled there (empty in the tuning process for a model TVM takes in part); compiled: ours via "
              "torch.compile(backend) from the records just tuned, /ours its speed over ours; calls: what the kept "
-             "build calls, fused packed oneDNN layers / torch's attention / torch's plain operators / TVM kernels (every TVM kernel on "
+             "build calls, fused packed oneDNN layers / torch's attention / torch's plain operators / TVM kernels (of which p read their "
+             "weight prepacked by the tuned schedule and w are Winograd convolutions; every TVM kernel on "
              "TVM's own thread pool, torch's on its OpenMP pool); in torch: share of eager time left in PyTorch", "",
              f"{'model':14}{'eager':>9}" + "".join(f"{c[:9]:>9}" for c in anchors)
              + f"{'untuned':>9}{'MS':>9}{'ours':>9}{'/eager':>8}" + "".join(f"{'/' + c[:7]:>8}" for c in anchors)
              + f"{'/untuned':>8}{'/MS':>8}{'empty':>9}{'/eager':>8}{'compiled':>9}{'/ours':>8}"
-             f"{'ours s':>8}{'trials':>7}{'calls':>14}{'in torch':>9}"]
+             f"{'ours s':>8}{'trials':>7}{'calls':>14}{'':9}{'in torch':>9}"]
     for r in rows:
         t = r["torch"]
         calls = r.get("calls", {})
@@ -301,7 +320,8 @@ def table(rows: list[dict], args, head: list[str]) -> str:
                      f"{ms(r['backend_empty'])}{ratio(t.get('eager'), r['backend_empty'])}"
                      f"{ms(r['via_torch_compile'])}{ratio(r['ours'], r['via_torch_compile'])}"
                      f"{r['ours_wall_s']:8.0f}{r['trials']:7d}"
-                     f"{calls.get('onednn', 0):>5d}/{calls.get('attention', 0)}/{calls.get('torch', 0)}/{calls.get('tvm', 0):<4d}"
+                     f"{calls.get('onednn', 0):>5d}/{calls.get('attention', 0)}/{calls.get('torch', 0)}/{calls.get('tvm', 0)}"
+                     f"{'(' + str(calls['tvm_packed']) + 'p,' + str(calls['winograd']) + 'w)' if 'tvm_packed' in calls else '':<9}"
                      f"{r['torch_share']:9.0%}")
         for column in anchors:
             if f"{column}_error" in t:

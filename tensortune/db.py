@@ -53,6 +53,14 @@ CREATE TABLE IF NOT EXISTS model_timings (
 -- which build of a model was kept (model.build: all-TVM, calling torch, or mixed, with the
 -- operations put back in TVM): a later build, while no newer record of its kernels is stored,
 -- builds that one alone instead of timing every candidate again
+-- what the backend's partitioner found of a graph node tried alone (model/partition.py): its
+-- signature (operator, input shapes and dtypes, other arguments) and why TVM cannot take it
+-- ("" where it can), per target and per version of the converting code, so that another
+-- process compiling the same kinds of node does not convert and compile them again
+CREATE TABLE IF NOT EXISTS conversions (
+    signature TEXT NOT NULL, target TEXT NOT NULL, versions TEXT NOT NULL, why TEXT NOT NULL,
+    created REAL NOT NULL, PRIMARY KEY (signature, target, versions)
+);
 CREATE TABLE IF NOT EXISTS build_choices (
     choice_key TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL,
     kept TEXT NOT NULL, in_tvm TEXT NOT NULL, created REAL NOT NULL,
@@ -114,7 +122,7 @@ class Database:
             with self.conn:
                 self.run = self.conn.execute(
                     "INSERT INTO runs (command, strategy, seed, options, versions, started) VALUES (?,?,?,?,?,?)",
-                    (_command_line(), strategy, seed, json.dumps(options or {}, default=str), json.dumps(_versions()),
+                    (_command_line(), strategy, seed, json.dumps(options or {}, default=str), json.dumps(versions()),
                      time.time())).lastrowid
         except sqlite3.DatabaseError as err:
             raise UserError(f"cannot write database '{self.path}': {err}; use a writable file", option="--db") from None
@@ -227,6 +235,17 @@ class Database:
                                 " AND hardware=?", (choice_key, target, hardware)).fetchone()
         return (row[0], frozenset(json.loads(row[1])), row[2]) if row else None
 
+    def conversions(self, target: str, versions: str) -> dict[str, str]:
+        """Node signature -> why TVM cannot take it ("" where it can), as add_conversions took them."""
+        return dict(self.conn.execute("SELECT signature, why FROM conversions WHERE target=? AND versions=?",
+                                      (target, versions)).fetchall())
+
+    def add_conversions(self, target: str, versions: str, found: dict[str, str]) -> None:
+        """What nodes tried alone gave (signature -> why, "" where TVM takes it), in one transaction."""
+        with self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO conversions VALUES (?,?,?,?,?)",
+                                  [(signature, target, versions, why, time.time()) for signature, why in found.items()])
+
     def latest_record(self, workloads: list[str], target: str, hardware: str) -> float:
         """When the newest record of any of these workloads on this hardware was stored (0: none)."""
         marks = ",".join("?" * len(workloads))
@@ -272,7 +291,7 @@ def _command_line() -> str:
     return shlex.join([program.parent.name if program.name == "__main__.py" else program.name, *sys.argv[1:]])
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
     """The versions a run's results depend on: Python, ours, TVM's, and torch's when loaded
     (importing torch for this alone would cost seconds)."""
     from importlib.metadata import PackageNotFoundError, version

@@ -365,17 +365,19 @@ def test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_st
     # the halves (permute and addmm pass, tanh and sigmoid fail), tanh alone, sigmoid alone
 
 
-def test_nodes_that_all_convert_are_probed_in_one_conversion():
+def test_nodes_that_all_convert_are_probed_in_one_conversion_kept_in_the_records(tmp_path):
     """The real check (partition.Compiles, counted by a subclass): the probes of a graph whose
     every node converts cost one conversion, side by side (the halving of a failing probe:
-    test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_still_split)."""
+    test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_still_split);
+    what they found is kept in the records, and another process probes nothing again."""
+    from tensortune.db import Database
     from tensortune.model.partition import Compiles, capture, partition
     from tensortune.target import make_target
 
     class Counted(Compiles):  # the real check, its calls counted
-        def __init__(self, spec):
-            super().__init__(spec)
-            self.probes, self.sizes = {}, []  # a cache of its own: nothing tried in this process before
+        def __init__(self, spec, db):
+            super().__init__(spec, db)
+            self.probes, self.sizes = dict(self.stored), []  # as a new process: only what the records hold
 
         def __call__(self, module, inputs):
             self.sizes.append(sum(n.op == "call_function" for n in module.graph.nodes))
@@ -389,8 +391,8 @@ def test_nodes_that_all_convert_are_probed_in_one_conversion():
         def forward(self, x):
             return self.b(torch.tanh(self.a(x)) * 2).sigmoid() + x.exp()
 
-    spec = make_target("cpu", 2).spec
-    converts = Counted(spec)
+    spec, db = make_target("cpu", 2).spec, Database(str(tmp_path / "t.db"))
+    converts = Counted(spec, db)
     model, x = Mixed().eval(), torch.randn(2, 8)
     graph = capture(model, (x,))
     parts = partition(graph, (x,), spec, converts=converts)
@@ -398,6 +400,11 @@ def test_nodes_that_all_convert_are_probed_in_one_conversion():
     assert len(converts.sizes) == 1 + len(parts.regions) and not parts.in_torch
     with torch.no_grad():
         assert torch.allclose(parts.graph(x), model(x), atol=1e-6)
+    converts.store()
+    again = Counted(spec, db)
+    assert again.probes == converts.probes
+    partition(graph, (x,), spec, converts=again)
+    assert again.sizes == converts.sizes[1:]  # its regions checked, no node tried alone
 
 
 def test_past_its_compile_budget_a_graph_runs_in_pytorch_and_says_so(tmp_path):

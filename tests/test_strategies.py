@@ -27,7 +27,8 @@ def space():
 
 # smaller batch acquisitions and pools for the contract tests, where the dearest strategies'
 # defaults cost 10-20 s a test and prove nothing more
-LIGHT = {"mobo": {"mc_samples": 8, "shortlist": 16}, "bo-model": {"pool_samples": 40, "pool_mutants": 80}}
+LIGHT = {"mobo": {"mc_samples": 8, "shortlist": 16, "pool_samples": 40, "pool_mutants": 80},
+         "bo-model": {"pool_samples": 40, "pool_mutants": 80}}
 
 
 def drive(strategy, rounds: int, batch: int, objective=synthetic_result) -> list[list[dict]]:

@@ -117,8 +117,9 @@ class Backend:
 
     def _partition(self, gm, weights: dict, example_inputs, clock: Clock):
         """The target, and the graph (its weights bound) split into the regions TVM takes."""
+        from ..db import Database
         from ..measure.config import MeasureConfig
-        from ..model.partition import bind_inputs, capture, partition
+        from ..model.partition import Compiles, bind_inputs, capture, partition
         from ..target import make_target, size_tvm_pool
 
         target = make_target(self.config.target, self.config.threads or MeasureConfig().threads)
@@ -126,8 +127,15 @@ class Backend:
         inputs = tuple(x for i, x in enumerate(example_inputs) if i not in weights)
         frozen = bind_inputs(gm, weights, len(example_inputs)) if weights else gm
         clock.stage("capturing and partitioning")
-        return target, partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops),
-                                 deadline=clock.deadline)
+        db = Database(self.config.db)
+        try:  # what nodes tried alone gave is kept in the records: another process tries them no more
+            converts = Compiles(target.spec, db)
+            parts = partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops),
+                              converts, deadline=clock.deadline)
+            converts.store()
+        finally:
+            db.close()
+        return target, parts
 
     def _build_regions(self, parts, clock: Clock) -> list:
         """Each region built into the split graph, or left to PyTorch (with a warning saying why);

@@ -102,7 +102,7 @@ def _refused_alone(graph, torch_ops: frozenset[str], converts, deadline: float |
     signatures = {node: _signature(node) for node in graph.graph.nodes
                   if _takes(node, known, torch_ops) and node.target.__name__ != "getitem"
                   and _tensors(node.meta.get("val"))}  # not a tuple's part (its producer decides), nor an assertion
-    first: dict[tuple, object] = {}  # each signature not tried before -> its first node
+    first: dict[str, object] = {}  # each signature not tried before -> its first node
     for node, signature in signatures.items():
         if signature not in tried:
             first.setdefault(signature, node)
@@ -149,9 +149,9 @@ def _tensors(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _signature(node) -> tuple:
+def _signature(node) -> str:
     """What TVM's conversion and kernels of a node depend on: its operator, its inputs' shapes
-    and dtypes, its other arguments."""
+    and dtypes, its other arguments (as text: the records keep it, Compiles.store)."""
     import torch
 
     def describe(arg):
@@ -162,7 +162,7 @@ def _signature(node) -> tuple:
             return tuple(describe(a) for a in arg)
         return repr(arg)
 
-    return _op_name(node), describe(node.args), describe(tuple(sorted(node.kwargs.items())))
+    return repr((_op_name(node), describe(node.args), describe(tuple(sorted(node.kwargs.items())))))
 
 
 def _side_by_side(owner, nodes: list) -> Region:
@@ -366,20 +366,32 @@ def _op_name(node) -> str:
 
 class Compiles:
     """The check a region passes: imported as tune-model imports a model, each of its
-    kernels compiled at its default schedule (a kernel seen before is not compiled again)."""
+    kernels compiled at its default schedule (a kernel seen before is not compiled again).
+    With `db`, what nodes tried alone gave is read from the records and `store` keeps what
+    this process found there, for this target and this version of the converting code."""
 
     # per target, for the process: kernel key -> why it does not compile ("" if it does), and
     # a node's signature -> why it does not convert and compile alone
     _failed: dict[str, dict] = {}
     _probes: dict[str, dict] = {}
 
-    def __init__(self, target_spec: dict):
+    def __init__(self, target_spec: dict, db=None):
         import json
 
-        self.target_spec = target_spec
-        key = json.dumps(target_spec, sort_keys=True)
-        self.failed = self._failed.setdefault(key, {})
-        self.probes = self._probes.setdefault(key, {})
+        self.target_spec, self.db = target_spec, db
+        self.key = json.dumps(target_spec, sort_keys=True)
+        self.failed = self._failed.setdefault(self.key, {})
+        self.probes = self._probes.setdefault(self.key, {})
+        self.stored = db.conversions(self.key, _code_versions()) if db is not None else {}
+        for signature, why in self.stored.items():
+            self.probes.setdefault(signature, why)
+
+    def store(self) -> None:
+        """What this process found of nodes tried alone, and the records lack, into the records."""
+        new = {signature: why for signature, why in self.probes.items() if self.stored.get(signature) != why}
+        if self.db is not None and new:
+            self.db.add_conversions(self.key, _code_versions(), new)
+            self.stored.update(new)
 
     def __call__(self, module, inputs: tuple) -> None:
         from .importer import import_model
@@ -404,3 +416,17 @@ class Compiles:
         except Exception as err:  # TVM reports codegen failures as assorted exception types
             return f"{type(err).__name__}: {first_line(err)}"
         return ""
+
+
+def _code_versions() -> str:
+    """The versions what a node tried alone gives depends on: Python's, ours, TVM's and torch's
+    (db.versions), and a digest of our converters' code (model/importer.py), which changes
+    between releases while a fix is made."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from ..db import versions
+
+    importer = hashlib.sha1((Path(__file__).parent / "importer.py").read_bytes()).hexdigest()[:12]
+    return json.dumps({**versions(), "importer": importer}, sort_keys=True)

@@ -53,6 +53,19 @@ def register(again: bool = False) -> None:
     import tvm
     import tvm_ffi
 
+    for name, func in _torch_calls().items():
+        if again or tvm.get_global_func(name, allow_missing=True) is None:
+            # tvm_ffi hands each call torch tensors, converted in C (DLPack's exchange API), and
+            # converts the torch tensor returned: torch.from_dlpack in Python cost more
+            # (benchmarks/call_overhead.py)
+            tvm.register_global_func(name, tvm_ffi.convert_func(func, tensor_cls=torch.Tensor), override=True)
+
+
+def _torch_calls() -> dict:
+    """Each packed function's name -> the Python function it runs: torch's plain operators,
+    its attention and model/onednn.py's fused layers."""
+    import torch
+
     # models exported before the fused calls call it
     def conv2d(x, w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups):
         out = torch.nn.functional.conv2d(x, w, None, (stride_h, stride_w),
@@ -82,14 +95,8 @@ def register(again: bool = False) -> None:
                                              (stride_h, stride_w), (pad_h, pad_w), (dilation_h, dilation_w))
         return out.permute(0, 2, 3, 1).contiguous()
 
-    fused = [(FUSED[name], getattr(onednn, name)) for name in FUSED]
-    plain = [(CONV2D, conv2d), (MATMUL, matmul), (LAYER_NORM, layer_norm), (MAX_POOL2D, max_pool2d)]
-    for name, func in [*plain, (ATTENTION, attention), *fused]:
-        if again or tvm.get_global_func(name, allow_missing=True) is None:
-            # tvm_ffi hands each call torch tensors, converted in C (DLPack's exchange API), and
-            # converts the torch tensor returned: torch.from_dlpack in Python cost more
-            # (benchmarks/call_overhead.py)
-            tvm.register_global_func(name, tvm_ffi.convert_func(func, tensor_cls=torch.Tensor), override=True)
+    return {CONV2D: conv2d, MATMUL: matmul, LAYER_NORM: layer_norm, MAX_POOL2D: max_pool2d, ATTENTION: attention,
+            **{FUSED[name]: getattr(onednn, name) for name in FUSED}}
 
 
 def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, list[tuple[int, int]]]:
