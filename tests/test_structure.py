@@ -100,3 +100,22 @@ def test_the_records_and_the_command_line_load_no_compiler():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+LONGEST_FUNCTION = 40  # lines, its signature and docstring included
+LONGEST_COMMAND_MODULE = 150  # lines of a module in tensortune/cli/
+
+
+def _long_functions(source: str, limit: int) -> list[tuple[str, int]]:
+    """The functions (methods and nested ones included) of `source` longer than `limit` lines."""
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= limit]
+
+
+def test_functions_stay_short_and_command_modules_small():
+    assert _long_functions("def f():\n" + "    pass\n" * LONGEST_FUNCTION, LONGEST_FUNCTION) == [("f", 41)]
+    long = [f"{path.relative_to(PACKAGE.parent)}:{name} {lines} lines" for path in sorted(PACKAGE.rglob("*.py"))
+            for name, lines in _long_functions(path.read_text(), LONGEST_FUNCTION)]
+    assert not long, long
+    big = [path.name for path in (PACKAGE / "cli").glob("*.py") if len(path.read_text().splitlines()) >= LONGEST_COMMAND_MODULE]
+    assert not big, big
