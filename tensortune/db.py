@@ -50,9 +50,6 @@ CREATE TABLE IF NOT EXISTS model_timings (
     model_key TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL, threads INTEGER NOT NULL,
     eager_s REAL NOT NULL, default_s REAL NOT NULL, tuned_s REAL NOT NULL, created REAL NOT NULL
 );
--- which build of a model was kept (model.build: all-TVM, calling torch, or mixed, with the
--- operations put back in TVM): a later build, while no newer record of its kernels is stored,
--- builds that one alone instead of timing every candidate again
 -- what the backend's partitioner found of a graph node tried alone (model/partition.py): its
 -- signature (operator, input shapes and dtypes, other arguments) and why TVM cannot take it
 -- ("" where it can), per target and per version of the converting code, so that another
@@ -61,6 +58,9 @@ CREATE TABLE IF NOT EXISTS conversions (
     signature TEXT NOT NULL, target TEXT NOT NULL, versions TEXT NOT NULL, why TEXT NOT NULL,
     created REAL NOT NULL, PRIMARY KEY (signature, target, versions)
 );
+-- which build of a model was kept (model.build: all-TVM, calling torch, or mixed, with the
+-- operations put back in TVM): a later build, while no newer record of its kernels is stored,
+-- builds that one alone instead of timing every candidate again
 CREATE TABLE IF NOT EXISTS build_choices (
     choice_key TEXT NOT NULL, target TEXT NOT NULL, hardware TEXT NOT NULL,
     kept TEXT NOT NULL, in_tvm TEXT NOT NULL, created REAL NOT NULL,

@@ -382,7 +382,8 @@ class Compiles:
         self.key = json.dumps(target_spec, sort_keys=True)
         self.failed = self._failed.setdefault(self.key, {})
         self.probes = self._probes.setdefault(self.key, {})
-        self.stored = db.conversions(self.key, _code_versions()) if db is not None else {}
+        self.versions = _code_versions() if db is not None else ""
+        self.stored = db.conversions(self.key, self.versions) if db is not None else {}
         for signature, why in self.stored.items():
             self.probes.setdefault(signature, why)
 
@@ -390,7 +391,7 @@ class Compiles:
         """What this process found of nodes tried alone, and the records lack, into the records."""
         new = {signature: why for signature, why in self.probes.items() if self.stored.get(signature) != why}
         if self.db is not None and new:
-            self.db.add_conversions(self.key, _code_versions(), new)
+            self.db.add_conversions(self.key, self.versions, new)
             self.stored.update(new)
 
     def __call__(self, module, inputs: tuple) -> None:
