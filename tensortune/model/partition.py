@@ -58,7 +58,31 @@ def capture(module, example_inputs: tuple):
     """The module as an ATen graph (core ATen, weights as attributes), runnable in PyTorch."""
     from .importer import export
 
-    return export("the graph", module, example_inputs).run_decompositions().module()
+    return _plain(export("the graph", module, example_inputs).run_decompositions().module(), example_inputs)
+
+
+def _plain(module, example_inputs: tuple):
+    """`module` (torch.export's) as a plain GraphModule, without what export wraps it in: two
+    forward pre-hooks and a forward hook (which also take nn.Module's slow call path), a call
+    of its input guards (shape checks in Python that dynamo's guards or the build's own checks
+    repeat) and, where its inputs and outputs are flat tuples of tensors, the pytree flattening
+    around them. A small model then pays no 0.05 ms a call for them (a 2-layer BERT's graph:
+    0.81 ms with them, 0.77 without, in one diagnostic)."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.fx.graph import CodeGen
+
+    graph = module.graph
+    for node in list(graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn":
+            graph.erase_node(node)
+    info = getattr(graph._codegen, "pytree_info", None)
+    output = next(node for node in graph.nodes if node.op == "output").args[0]
+    if info is not None and isinstance(output, (tuple, list)) \
+            and info.in_spec == pytree.tree_structure((tuple(example_inputs), {})) \
+            and info.out_spec == pytree.tree_structure(tuple(output)):
+        graph._codegen = CodeGen()
+    return torch.fx.GraphModule(module, graph)
 
 
 SPENT = "the compile budget was spent"
