@@ -1,0 +1,112 @@
+"""What `torch.compile` itself costs a call, whatever the backend: the part of a compiled
+model's time that a backend cannot remove, and that `tensortune.load`'s build (one call of
+one VM, no dynamo) does not pay.
+
+Per model, in a process of its own, timed in turn (interleaved rounds, medians):
+- eager: the module called as it is;
+- graph: the graph dynamo captured (an identity backend's), called directly with its inputs
+  (the module's parameters among them);
+- compiled: the module through `torch.compile` with that identity backend: dynamo's guards,
+  its gathering of the parameters as inputs, the module's Python left outside the graph, and
+  the graph;
+- floor: the module through `torch.compile` with a backend that returns the outputs computed
+  once: dynamo's call alone, the graph's work left out.
+"dynamo" is compiled minus graph: what any backend's build pays on top of its own graph.
+
+Run alone on the machine:
+    .venv/bin/python benchmarks/dynamo_cost.py [--models resnet18 ...] [--out benchmarks/results/dynamo_cost.txt]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from provenance import header, publish
+
+THREADS = len(os.sched_getaffinity(0))
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "bert_layer", "gpt_block", "vit_block")
+ROUNDS = 9
+ROUND_S = 0.3  # seconds each variant is called for, per round
+
+
+def measure(name: str) -> dict:
+    """The model's four timings (seconds per call) and its graph's input count."""
+    import torch
+
+    from tensortune.model import zoo
+
+    torch.set_num_threads(THREADS)
+    module, inputs = zoo.ZOO[name]()
+    seen = {}
+
+    def identity(gm, example_inputs):
+        seen["graph"], seen["inputs"] = gm, example_inputs
+        return gm.forward
+
+    def constant(gm, example_inputs):
+        outputs = gm(*example_inputs)
+        return lambda *_: outputs
+
+    compiled = torch.compile(module, backend=identity, dynamic=False)
+    floor = torch.compile(zoo.ZOO[name]()[0], backend=constant, dynamic=False)
+    with torch.no_grad():
+        compiled(*inputs), floor(*inputs)
+        graph, graph_inputs = seen["graph"], seen["inputs"]
+        calls = {"eager": lambda: module(*inputs), "graph": lambda: graph(*graph_inputs),
+                 "compiled": lambda: compiled(*inputs), "floor": lambda: floor(*inputs)}
+        times = {key: [] for key in calls}
+        for _ in range(ROUNDS):
+            for key, call in calls.items():
+                times[key].append(_seconds(call))
+    return {"model": name, "graph_inputs": len(graph_inputs), **{k: statistics.median(v) for k, v in times.items()}}
+
+
+def _seconds(call) -> float:
+    """Seconds per call of `call`, over ROUND_S of calls."""
+    start, count = time.perf_counter(), 0
+    while time.perf_counter() - start < ROUND_S:
+        call()
+        count += 1
+    return (time.perf_counter() - start) / count
+
+
+def table(rows: list[dict], head: list[str]) -> str:
+    lines = head + ["every variant timed in turn in one process per model (%d rounds of %.1f s, medians); "
+                    "dynamo = compiled - graph" % (ROUNDS, ROUND_S), "",
+                    f"{'model':14}{'inputs':>7}{'eager ms':>10}{'graph ms':>10}{'compiled':>10}{'floor ms':>10}"
+                    f"{'dynamo ms':>11}{'of graph':>10}"]
+    for r in rows:
+        dynamo = r["compiled"] - r["graph"]
+        lines.append(f"{r['model']:14}{r['graph_inputs']:>7}{r['eager'] * 1e3:>10.3f}{r['graph'] * 1e3:>10.3f}"
+                     f"{r['compiled'] * 1e3:>10.3f}{r['floor'] * 1e3:>10.3f}{dynamo * 1e3:>11.3f}"
+                     f"{dynamo / r['graph']:>10.1%}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), metavar="MODEL")
+    parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child)))
+        return
+    head = header(THREADS)
+    rows = []
+    for name in args.models:
+        done = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(f"error: {name} failed: {done.stderr.strip().splitlines()[-1:]}")
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"{name} done", file=sys.stderr)
+    publish(table(rows, head), args.out)
+
+
+if __name__ == "__main__":
+    main()
