@@ -297,6 +297,36 @@ def test_a_node_whose_conversion_fails_is_found_by_halving_and_left_to_torch():
         assert torch.allclose(parts.graph(x), model(x))
 
 
+class TwoWays(nn.Module):
+    """A linear layer returning a tuple of two tensors, or a dict of them."""
+
+    def __init__(self, as_dict: bool):
+        super().__init__()
+        self.linear, self.as_dict = nn.Linear(8, 8), as_dict
+
+    def forward(self, x):
+        y = self.linear(x)
+        return {"y": y, "z": y.relu()} if self.as_dict else (y, y.relu())
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+def test_the_captured_graph_runs_without_exports_guards_and_hooks(as_dict):
+    """capture() drops torch.export's input guards and hooks, and its pytree flattening where
+    inputs and outputs are flat tuples; a dict output keeps its structure. Outputs unchanged."""
+    from tensortune.model.partition import capture
+
+    model, x = TwoWays(as_dict).eval(), torch.randn(2, 8)
+    graph = capture(model, (x,))
+    assert not hasattr(graph, "_guards_fn") and not graph._forward_pre_hooks and not graph._forward_hooks
+    assert ("pytree" in graph.code) == as_dict
+    with torch.no_grad():
+        got, expected = graph(x), model(x)
+    if as_dict:
+        assert set(got) == {"y", "z"} and all(torch.equal(got[k], expected[k]) for k in got)
+    else:
+        assert isinstance(got, tuple) and all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
 def test_tune_model_tunes_what_tvm_takes_and_leaves_the_rest_to_torch(tmp_path, in_process_cli, capsys):
     """tune-model on a model TVM's frontend does not fully convert: the partitioner's regions
     are tuned with one budget, built, checked and timed; the report says what stayed in

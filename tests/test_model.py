@@ -607,6 +607,33 @@ def test_layer_norms_and_channels_last_max_pools_on_enough_elements_call_torchs_
     assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
 
 
+class AudioFront(torch.nn.Module):
+    """Two strided 1-D convolutions with GELU, as wav2vec2's feature encoder begins; the second
+    grouped and padded on both sides."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv1d(1, 8, 10, stride=5), torch.nn.Conv1d(8, 8, 3, stride=2, padding=1, groups=2)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.b(torch.nn.functional.gelu(self.a(x))))
+
+
+def test_one_axis_convolutions_call_torchs_conv1d_and_match():
+    """Each conv1d becomes a call of torch's conv1d in the build calling torch (TVM's untuned
+    conv1d kernels ran wav2vec2's encoder 10x slower than eager); the GELUs stay TVM kernels;
+    the build matches torch."""
+    from tensortune.model import torch_ops
+
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    model = import_model("audio", AudioFront().eval(), (torch.randn(1, 1, 400),), target.spec, torch_ops=True)
+    assert str(model.with_torch_ops.mod["main"]).count(f'"{torch_ops.CONV1D}"') == 2
+    assert "erf" in " ".join(k.name for k in model.with_torch_ops.kernels)
+    torch_ops.register()
+    assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
+
+
 @pytest.mark.parametrize("attr,residual", [("none", False), ("relu", False), ("gelu", False), ("none", True)])
 def test_every_way_to_run_a_linear_layer_computes_it(attr, residual):
     """The packed linear layer's candidates (oneDNN with its post-op, eager's addmm, MKL's packed

@@ -32,10 +32,11 @@ from .parallel_linear import merge_parallel_linears
 
 PREFIX = "tensortune.torch."
 CONV2D = PREFIX + "conv2d"
+CONV1D = PREFIX + "conv1d"
 MATMUL = PREFIX + "matmul"
 LAYER_NORM = PREFIX + "layer_norm"
 MAX_POOL2D = PREFIX + "max_pool2d"
-PLAIN = (CONV2D, MATMUL, LAYER_NORM, MAX_POOL2D)  # torch's plain operators, called as they are
+PLAIN = (CONV2D, CONV1D, MATMUL, LAYER_NORM, MAX_POOL2D)  # torch's plain operators, called as they are
 ATTENTION = PREFIX + "attention"
 # A call into torch costs about 10 us of Python (the FFI, DLPack views, torch's dispatch, a view
 # program's steps; the FFI's share fell from 7 us to 2.4 with tvm_ffi's conversion in C,
@@ -72,6 +73,9 @@ def _torch_calls() -> dict:
                                          (pad_h, pad_w), (dilation_h, dilation_w), groups)
         return out.contiguous()
 
+    def conv1d(x, w, stride, pad, dilation, groups):
+        return torch.nn.functional.conv1d(x, w, None, stride, pad, dilation, groups).contiguous()
+
     def matmul(a, b):
         return torch.matmul(a, b).contiguous()
 
@@ -95,7 +99,7 @@ def _torch_calls() -> dict:
                                              (stride_h, stride_w), (pad_h, pad_w), (dilation_h, dilation_w))
         return out.permute(0, 2, 3, 1).contiguous()
 
-    return {CONV2D: conv2d, MATMUL: matmul, LAYER_NORM: layer_norm, MAX_POOL2D: max_pool2d, ATTENTION: attention,
+    return {CONV2D: conv2d, CONV1D: conv1d, MATMUL: matmul, LAYER_NORM: layer_norm, MAX_POOL2D: max_pool2d, ATTENTION: attention,
             **{FUSED[name]: getattr(onednn, name) for name in FUSED}}
 
 
@@ -244,17 +248,18 @@ def _site_call(site, visit):
 
 def _flops(call) -> int:
     """2 x output elements x reduction length of a convolution or matmul (0 for any other call)."""
-    if call.op.name not in ("relax.nn.conv2d", "relax.matmul"):
+    if call.op.name not in ("relax.nn.conv2d", "relax.nn.conv1d", "relax.matmul"):
         return 0
     out = math.prod(int(d) for d in call.ty.shape)
     weight = [int(d) for d in call.args[1].ty.shape]
-    reduction = math.prod(weight[1:]) if call.op.name == "relax.nn.conv2d" else weight[-2]
+    reduction = weight[-2] if call.op.name == "relax.matmul" else math.prod(weight[1:])
     return 2 * out * reduction
 
 
 def _torch_call(call):
     """The torch call that computes `call`, or None where torch's operator is not the same: a
-    float32 matmul (attention's, whose operands are both activations), and on an input of at
+    float32 matmul (attention's, whose operands are both activations), a convolution over one
+    axis (wav2vec2's feature encoder: TVM's untuned conv1d kernels 10x slower), and on an input of at
     least SMALL elements a layer norm over the trailing axes (BERT layer's two: 0.177 ms in
     torch, 0.485 in TVM, in models.py's profiles) or a max pool in NHWC (torch's channels-last
     kernel; in NCHW torch's is far slower and TVM keeps it)."""
@@ -266,6 +271,10 @@ def _torch_call(call):
     name, attrs, ints = call.op.name, call.attrs, relax.prim_value
     if name == "relax.matmul":
         return relax.call_pure_packed(MATMUL, call.args[0], call.args[1], ty_args=call.ty)
+    if name == "relax.nn.conv1d" and _torch_conv1d(attrs):
+        geometry = [attrs.strides[0], attrs.padding[0], attrs.dilation[0], attrs.groups]
+        return relax.call_pure_packed(CONV1D, call.args[0], call.args[1], *(ints(int(v)) for v in geometry),
+                                      ty_args=call.ty)
     if math.prod(int(d) for d in call.args[0].ty.shape) < SMALL:
         return None
     if name == "relax.nn.layer_norm" and attrs.center and attrs.scale and _trailing(attrs.axes, len(call.ty.shape)):
@@ -280,6 +289,13 @@ def _torch_call(call):
 def _trailing(axes, rank: int) -> bool:
     """Whether `axes` are the last len(axes) axes of a tensor of rank `rank`."""
     return sorted(int(a) % rank for a in axes) == list(range(rank - len(axes), rank))
+
+
+def _torch_conv1d(attrs) -> bool:
+    """Whether torch's conv1d computes this one: NCW in and out, an OIW weight, the same padding
+    on both sides."""
+    return (attrs.data_layout == attrs.out_layout == "NCW" and attrs.kernel_layout == "OIW"
+            and int(attrs.padding[0]) == int(attrs.padding[1]))
 
 
 def _torch_pool(attrs) -> bool:
