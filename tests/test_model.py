@@ -249,6 +249,25 @@ def test_transcendental_functions_become_vectorisable_approximations():
     assert build_model(model, target, Database(":memory:")).error <= 1e-5
 
 
+class PowersWrittenOut(torch.nn.Module):
+    """GPT-2's GELU as it writes it (`torch.pow(x, 3.0)`), a square, and a power by 2.5."""
+
+    def forward(self, x):
+        gelu = 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * torch.pow(x, 3.0))))
+        return gelu + x ** 2 + torch.pow(x.abs(), 2.5)
+
+
+def test_powers_by_two_and_three_become_products():
+    """The powers by 3 and 2 become products (TVM lowers a power to the C library's scalar
+    powf); the power by 2.5 stays one; the model still matches torch."""
+    torch.manual_seed(0)
+    target = make_target("cpu", 2)
+    model = import_model("powers", PowersWrittenOut().eval(), (torch.randn(4, 16),), target.spec)
+    scripts = "".join(k.workload.prim_func().script() for k in model.kernels)
+    assert scripts.count("T.pow(") == 1
+    assert build_model(model, target, Database(":memory:")).error <= 1e-5
+
+
 class SlowEager(torch.nn.Module):
     """A test double: the model with 20 ms of Python in its forward, which torch.export does
     not capture, so only torch eager pays it."""
