@@ -7,7 +7,7 @@ downloaded), small enough for a 2-core machine, batch 1, under `torch.no_grad()`
 alone in a child process with a time limit. Printed per model: the backend's compile time
 (the first call) and inductor's, the TVM regions, the share of operators run in TVM and of
 eager's time spent in TVM's regions, why the rest runs in PyTorch, the max error against
-eager (relative, as `tune-model` checks), and eager's time against the compiled model's.
+eager (relative, as `tune-model` checks), and eager's time against the compiled model's, timed in turn.
 Then the ten slowest compiles.
 
 With `--tune-model TRIALS`, each model goes through `tensortune tune-model` instead (each
@@ -151,8 +151,8 @@ def measure(name: str) -> dict:
     import torch
 
     import tensortune
-    from tensortune.model.build import compare, tolerance
-    from tensortune.model.vm import torch_seconds
+    from tensortune.model.build import compare, tolerance, timed_now
+    from tensortune.model.vm import in_turn, torch_seconds
 
     torch.manual_seed(0)
     module, inputs = MODELS[name][1]()
@@ -164,7 +164,6 @@ def measure(name: str) -> dict:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-")
     with torch.no_grad():
         expected = module(*inputs)
-        eager = torch_seconds(lambda: module(*inputs), THREADS)
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             backend = tensortune.backend(db=f"{tmp}/empty.db", threads=THREADS)
@@ -172,7 +171,9 @@ def measure(name: str) -> dict:
             start = time.perf_counter()
             got = compiled(*inputs)
             compile_s = time.perf_counter() - start
-            ours = torch_seconds(lambda: compiled(*inputs), THREADS)
+            # in turn, rounds of each: one timing of each minutes apart moved 0.8-1.2x on this shared machine
+            ours, eager = in_turn(timed_now, ("ours", lambda: torch_seconds(lambda: compiled(*inputs), THREADS)),
+                                  ("eager", lambda _: torch_seconds(lambda: module(*inputs), THREADS)))
         torch._dynamo.reset()
         inductor = torch.compile(module)
         start = time.perf_counter()
