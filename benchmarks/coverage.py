@@ -197,7 +197,7 @@ def tune_model(name: str, trials: int, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             done = subprocess.run([sys.executable, "-m", "tensortune", "tune-model", f"{os.path.abspath(__file__)}:{name}",
-                                   "--trials", str(trials), "--db", f"{tmp}/t.db", "--json"],
+                                   "--trials", str(trials), "--db", f"{tmp}/t.db", "--out", f"{tmp}/out", "--json"],
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"model": name, "failed": f"no result within {timeout:.0f} s"}
@@ -205,8 +205,17 @@ def tune_model(name: str, trials: int, timeout: float) -> dict:
         return {"model": name, "failed": f"exit {done.returncode}: {(done.stderr.strip().splitlines() or ['-'])[-1][:200]}"}
     summary = json.loads(done.stdout)
     return {"model": name, "seconds": time.perf_counter() - start, "trials": summary["trials"],
-            "error": summary["checked_against_torch"], "in_torch": summary.get("in_torch", {}).get("operators", {}),
-            "tuned_vs_eager": summary.get("end_to_end", {}).get("tuned_vs_eager")}
+            "error": summary["checked_against_torch"], "in_torch": (summary["in_torch"] or {}).get("operators", {}),
+            "tuned_vs_eager": (summary["end_to_end"] or {}).get("tuned_vs_eager")}  # None: nothing in PyTorch, not timed
+
+
+def tuned_line(row: dict) -> str:
+    """A model's line of the tune-model table."""
+    if "failed" in row:
+        return f"{row['model']:13} FAILED: {row['failed']}"
+    timed = f"tuned {row['tuned_vs_eager']:.2f}x eager" if row["tuned_vs_eager"] else "not timed"
+    return (f"{row['model']:13} {row['seconds']:6.0f} s  error {row['error']:.1e}  {timed}  "
+            f"left in PyTorch: {row['in_torch'] or 'none'}")
 
 
 def in_child(name: str, timeout: float) -> dict:
@@ -271,11 +280,13 @@ def main() -> None:
         return
     head = header(THREADS)
     if args.tune_model:
-        rows = [tune_model(name, args.tune_model, args.timeout) for name in args.models]
+        rows = []
+        for name in args.models:
+            rows.append(tune_model(name, args.tune_model, args.timeout))
+            print(tuned_line(rows[-1]), file=sys.stderr, flush=True)  # the model's row, as it comes
         publish("\n".join([*head, f"tune-model at {args.tune_model} trials, each model in a fresh process", "",
-                           *[f"{r['model']:13} " + (f"FAILED: {r['failed']}" if "failed" in r else
-                             f"{r['seconds']:6.0f} s  error {r['error']:.1e}  tuned {r['tuned_vs_eager'] or 0:.2f}x eager  "
-                             f"left in PyTorch: {r['in_torch'] or 'none'}") for r in rows]]), args.out)
+                           *map(tuned_line, rows), "", f"{sum('failed' not in r for r in rows)} of {len(rows)} tuned, "
+                           f"built, checked and exported"]), args.out)
         return
     rows = []
     for name in args.models:
