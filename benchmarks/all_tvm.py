@@ -42,7 +42,7 @@ def measure(name: str, trials_per_task: int, winograd: bool = False) -> dict:
     target = make_target("cpu", THREADS)
     module, inputs = zoo.ZOO[name]()
     options = {"winograd": True} if winograd else {}  # an earlier revision may not know the option
-    model = import_model(name, module, inputs, target.spec, **options)  # no build calling torch
+    model = import_model(name, module, inputs, target, **options)  # no build calling torch
     tunable = sum(k.tunable for k in model.kernels)
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"{tmp}/bench.db")

@@ -39,11 +39,11 @@ def run(workers: int, args) -> dict:
 
     target = make_target("cpu", THREADS)
     wl = get_workload(args.workload)
-    space = make_space("cpu-template", wl, target.spec)
+    space = make_space("cpu-template", wl, target)
     points = make_strategy("random", space, seed=0).ask(args.trials + 16)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": workers, "resources": {DEVICE + "bench": 1}})
     try:
-        with RayEvaluator(target.spec, MeasureConfig(threads=THREADS, cluster=cluster.address), "bench") as evaluator:
+        with RayEvaluator(target, MeasureConfig(threads=THREADS, cluster=cluster.address), "bench") as evaluator:
             evaluator.measure(space, points[:16])  # warm-up: the actors' worker processes start
             evaluator.spans.clear()
             start = time.perf_counter()

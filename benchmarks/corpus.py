@@ -21,7 +21,6 @@ import os
 import platform
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 
 from tensortune.result import Result
@@ -109,7 +108,7 @@ def get_task(name: str) -> CorpusTask:
     return by_name[name]
 
 
-def resolve(text: str, target_spec: dict):
+def resolve(text: str, target):
     """The workload 'MODEL:KERNEL' (a kernel, by its function name, of a zoo model or of
     'coverage.NAME', a model of benchmarks/coverage.py), 'PRESET' or 'FAMILY:SHAPE' names."""
     from tensortune.model.zoo import ZOO
@@ -118,35 +117,44 @@ def resolve(text: str, target_spec: dict):
     source, _, detail = text.partition(":")
     if source not in ZOO and not source.startswith(COVERAGE):
         return get_workload(source, detail or None)
-    kernels = model_kernels(source, json.dumps(target_spec, sort_keys=True))
+    kernels = model_kernels(source, target)
     if detail not in kernels:
         raise SystemExit(f"error: {source} has no kernel '{detail}'; its kernels: {', '.join(kernels)}")
     return kernels[detail]
 
 
-def trained_on(target_spec: dict) -> set[str]:
+def trained_on(target) -> set[str]:
     """The workload keys the packaged cost model for the target's kind learned from (its tasks'
     tables): a comparison on one of them measures recall, not search."""
     from tensortune.costmodel import pretrained
 
-    model = pretrained(target_spec["kind"])
+    model = pretrained(target.kind)
     names = set(model.info.get("tasks", [])) if model else set()
     tables = [load_table(task) for task in TRAINING if task.name in names]
     return {table.workload for table in tables if table is not None}  # the key each table was measured under
 
 
-@lru_cache(maxsize=None)
-def model_kernels(model: str, target_json: str) -> dict:
+_KERNELS: dict[tuple[str, str], dict] = {}  # (model, target) -> its kernels, imported once per process
+
+
+def model_kernels(model: str, target) -> dict:
+    key = (model, json.dumps(target.spec, sort_keys=True))
+    if key not in _KERNELS:
+        _KERNELS[key] = _imported_kernels(model, target)
+    return _KERNELS[key]
+
+
+def _imported_kernels(model: str, target) -> dict:
     from tensortune.model.importer import import_model, load_factory
 
     factory = f"{Path(__file__).parent / 'coverage.py'}:{model[len(COVERAGE):]}" if model.startswith(COVERAGE) else model
     name, (module, inputs) = load_factory(factory)
-    imported = import_model(name, module, inputs, json.loads(target_json))
+    imported = import_model(name, module, inputs, target)
     return {k.name: k.workload for k in imported.kernels}
 
 
-def space_of(task: CorpusTask, target_spec: dict):
-    return make_space(task.space, resolve(task.workload, target_spec), target_spec)
+def space_of(task: CorpusTask, target):
+    return make_space(task.space, resolve(task.workload, target), target)
 
 
 @dataclass
@@ -226,12 +234,12 @@ def group(task: CorpusTask, target, tables: Path = TABLES, only: set | None = No
     table = load_table(task, tables)
     if table is None:
         return None
-    key = resolve(task.workload, target.spec).key
+    key = resolve(task.workload, target).key
     if table.workload != key:  # the kernel changed since (TVM, the importer): its points mean something else
         raise SystemExit(f"error: {task.name}'s table is for {table.workload}, this TVM and corpus give {key}: "
                          f"measure its table again (leaderboard.py --tasks {task.name})")
     keys = [k for k in table.results if only is None or k in only]
-    vectors = _features(task, json.dumps(target.spec, sort_keys=True), keys)
+    vectors = _features(task, target, keys)
     kept = [i for i, v in enumerate(vectors) if v is not None]
     if not kept:
         return None
@@ -241,14 +249,14 @@ def group(task: CorpusTask, target, tables: Path = TABLES, only: set | None = No
 _FEATURES: dict[tuple[CorpusTask, str], dict] = {}  # (task, target) -> point key -> features (None: no schedule)
 
 
-def _features(task: CorpusTask, target_json: str, keys: list[str]) -> list:
+def _features(task: CorpusTask, target, keys: list[str]) -> list:
     """Each point's features, extracted once per process (5-10 ms a point)."""
     from tensortune.costmodel import FeatureExtractor
     from tensortune.points import point_from_json
 
-    known = _FEATURES.setdefault((task, target_json), {})
+    known = _FEATURES.setdefault((task, json.dumps(target.spec, sort_keys=True)), {})
     missing = [k for k in keys if k not in known]
     if missing:
-        extract = FeatureExtractor(space_of(task, json.loads(target_json)))
+        extract = FeatureExtractor(space_of(task, target))
         known.update(zip(missing, extract([point_from_json(k) for k in missing])))
     return [known[k] for k in keys]

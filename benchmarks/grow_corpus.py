@@ -18,7 +18,6 @@ Run alone on the machine:
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -40,13 +39,13 @@ BATCH = 16  # points measured together; the next batch's cutoff is CUTOFF x the 
 CUTOFF = 3.0
 
 
-def kernels(sources, target_spec: dict, skip: set[str]):
+def kernels(sources, target, skip: set[str]):
     """(task, workload) for each distinct kernel of these models, in order, but those whose key
     is in `skip`; a model that cannot be imported is said and passed over."""
     seen = set(skip)
     for source in sources:
         try:
-            found = corpus.model_kernels(source, json.dumps(target_spec, sort_keys=True))
+            found = corpus.model_kernels(source, target)
         except (Exception, SystemExit) as err:  # a model TVM cannot take whole adds nothing here
             print(f"{source}: not imported ({type(err).__name__}: {str(err).splitlines()[0][:120]})", flush=True)
             continue
@@ -73,7 +72,7 @@ def distinct_points(space, name: str, count: int, have: set[str]) -> list:
 def grow(task: corpus.CorpusTask, workload, target, measurer: Measurer, points: int, tables: Path) -> str | None:
     """The task's table brought to `points` points on this machine; a line saying what it
     measured, or None where there was nothing to do."""
-    space = make_space(task.space, workload, target.spec)
+    space = make_space(task.space, workload, target)
     table = corpus.load_table(task, tables) or corpus.Table(task.name, workload.key, task.space, target.hardware, {}, [])
     wanted = distinct_points(space, task.name, points - len(table.results), set(table.results))
     if len(table.results) + len(wanted) < 2 or not wanted:
@@ -106,11 +105,11 @@ def main() -> None:
     args = parser.parse_args()
     target = make_target("cpu", MeasureConfig().threads)
     tables = corpus.GROWN / target.hardware
-    skip = {corpus.resolve(name, target.spec).key for name in HELD_OUT} | complete(tables, target.hardware, args.points)
+    skip = {corpus.resolve(name, target).key for name in HELD_OUT} | complete(tables, target.hardware, args.points)
     deadline = time.perf_counter() + 60 * args.minutes
     config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
-    with Measurer(target.spec, config) as measurer:
-        for task, workload in kernels(args.models, target.spec, skip):
+    with Measurer(target, config) as measurer:
+        for task, workload in kernels(args.models, target, skip):
             if time.perf_counter() > deadline:
                 print(f"--minutes {args.minutes:g} spent: stopped before {task.name}", flush=True)
                 break

@@ -69,7 +69,7 @@ class LazyMeasurer:
         if self.measurer is None:
             # as strategies.py: the table only ranks points; kernels far off the best are cut short
             config = MeasureConfig(threads=self.target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
-            self.measurer = Measurer(self.target.spec, config).__enter__()
+            self.measurer = Measurer(self.target, config).__enter__()
         try:
             return self.measurer.measure(space, points, **kwargs)
         finally:
@@ -83,7 +83,7 @@ class LazyMeasurer:
 def replay_task(task: corpus.CorpusTask, target, args, strategies: list[str], make) -> dict:
     """These strategies, every seed, on one task: the points each run proposed (keys, in
     order); the table grows by what was missing."""
-    space = corpus.space_of(task, target.spec)
+    space = corpus.space_of(task, target)
     table = corpus.load_table(task, args.tables) or corpus.Table(task.name, space.workload.key, task.space, target.hardware, {}, [])
     if table.workload != space.workload.key:
         raise SystemExit(f"error: {task.name}'s table is for {table.workload}, this TVM and corpus give "

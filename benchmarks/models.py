@@ -99,7 +99,7 @@ def metaschedule(model, target, trials: int, per_task: int, work_dir: str):
     from tensortune.search.metaschedule import _stdout_to_stderr
     from tensortune.target import load_intrinsics
 
-    load_intrinsics(target.spec["kind"])  # as ours does: the other targets' intrinsics cost 25 s
+    load_intrinsics(target.kind)  # as ours does: the other targets' intrinsics cost 25 s
     spec = tvm.target.Target(target.spec)
     start = time.perf_counter()
     with _stdout_to_stderr():
@@ -130,9 +130,9 @@ def bench(name: str, args) -> dict:
     module, inputs = zoo.ZOO[name]()
     split = None
     try:
-        model = import_model(name, module, inputs, target.spec, torch_ops=True)
+        model = import_model(name, module, inputs, target, torch_ops=True)
     except NotConvertible as why:  # TVM takes it in part: tuned as tune-model does (deploy/split_model.py)
-        split = import_split(name, module, inputs, target.spec, str(why))
+        split = import_split(name, module, inputs, target, str(why))
         model = split.as_one()
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"{tmp}/bench.db")  # fresh: every trial measured in this sitting
@@ -147,7 +147,7 @@ def bench(name: str, args) -> dict:
         try:
             summary = tune(model)
         except NotConvertible as why:  # converts, but a kernel does not compile: as above
-            split = import_split(name, module, inputs, target.spec, str(why))
+            split = import_split(name, module, inputs, target, str(why))
             model = split.as_one()
             summary = tune(model)
         row["ours_trials"] = summary.trials

@@ -41,11 +41,11 @@ NAMES = ("latency", "build_s")
 
 def runs(args, target) -> tuple[dict[str, list[list[str]]], ReplayTable]:
     """{strategy: the keys each seed measured, in order}, and the replay table."""
-    space = make_space("cpu-template", get_workload(args.workload), target.spec)
+    space = make_space("cpu-template", get_workload(args.workload), target)
     db = Database(args.db)
     task = Task(space.workload.key, target.name, target.hardware, space.name)
     config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
-    with Measurer(target.spec, config) as measurer:
+    with Measurer(target, config) as measurer:
         replay = ReplayTable(db, task, measurer, cutoff=3.0)
         found = {}
         for name in args.strategies:

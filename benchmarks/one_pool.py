@@ -38,7 +38,7 @@ def child(pool: str, name: str) -> dict:
     target = make_target("cpu", THREADS)
     register()
     module, inputs = zoo.ZOO[name]()
-    model = import_model(name, module, inputs, target.spec, torch_ops=True)
+    model = import_model(name, module, inputs, target, torch_ops=True)
     built = build_checked(model.with_torch_ops, target, {}, {}, seed=1)
     case, _ = fresh_case(model, 2)
     pairs = [(eager_seconds(module, case, THREADS), vm_seconds(built.executable, case, target)) for _ in range(3)]

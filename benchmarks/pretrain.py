@@ -29,7 +29,7 @@ def main() -> None:
     model = corpus.train_cost_model(list(corpus.TRAINING), target, threads=target.threads)
     model.info |= {"command": "benchmarks/pretrain.py", "date": f"{datetime.now(timezone.utc):%Y-%m-%d}"}
     PRETRAINED.mkdir(exist_ok=True)
-    path = PRETRAINED / f"{target.spec['kind']}.ubj"
+    path = PRETRAINED / f"{target.kind}.ubj"
     model.save(path)
     print(f"{path}: {len(model.info['tasks'])} tasks, {path.stat().st_size // 1024} KiB, "
           f"{time.perf_counter() - start:.0f} s")

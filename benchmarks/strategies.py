@@ -47,7 +47,7 @@ def replay_runs(space, db: Database, target, args) -> tuple[dict[str, list[dict]
     config = MeasureConfig(threads=target.threads, repeat=3, min_repeat_ms=5, min_run_timeout_s=0.25)
     task = Task(space.workload.key, target.name, target.hardware, space.name)
     floor = floor_s(space.workload, target)
-    with Measurer(target.spec, config) as measurer:
+    with Measurer(target, config) as measurer:
         replay = ReplayTable(db, task, measurer, cutoff=3.0)
         runs = {s: [trace(make_strategy(s, space, seed), replay, args.trials, args.batch, floor)
                     for seed in range(args.seeds)]

@@ -48,7 +48,7 @@ def winograd_kernels() -> list:
 
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU()).eval()
-    model = import_model("winograd", module, (torch.randn(1, 16, 6, 6),), make_target("cpu", 2).spec, winograd=True)
+    model = import_model("winograd", module, (torch.randn(1, 16, 6, 6),), make_target("cpu", 2), winograd=True)
     return [next(k.workload for k in model.kernels if k.name.startswith(prefix)) for prefix in WINOGRAD_KERNELS]
 
 
@@ -59,7 +59,7 @@ def packed_kernel(wl) -> str | None:
     from tensortune.space import make_space
     from tensortune.target import make_target
 
-    space = make_space("sketch", wl, make_target("cpu", 2).spec)
+    space = make_space("sketch", wl, make_target("cpu", 2))
     for seed in range(32):
         script = space.apply(space.sample(random.Random(seed))).mod["main"].script()
         if "layout_rewrite_preproc" in script:
@@ -282,7 +282,7 @@ def through_evaluators(wl, text: str, names: list[str]) -> list[tuple[str, str]]
     target, space = make_target("cpu", 2), MutantSpace(wl, text)
     config = MeasureConfig(threads=2, repeat=1, min_repeat_ms=1, final_repeat=1, final_min_repeat_ms=1)
     points = [{"mutation": name} for name in names]
-    with Measurer(target.spec, config) as local, BatchEvaluator(target, config) as batch:
+    with Measurer(target, config) as local, BatchEvaluator(target, config) as batch:
         return [(a.status, b.status) for a, b in zip(local.measure(space, points), batch.measure(space, points))]
 
 

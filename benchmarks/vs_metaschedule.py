@@ -66,7 +66,7 @@ def run(name: str, config: str, trials: int, seed: int) -> dict:
     strategy, _, listed = named.partition(":")
     options = tuple((k, v) for k, _, v in (pair.partition("=") for pair in listed.split(",") if pair))
     target = make_target("cpu", MeasureConfig().threads)
-    wl = resolve(name, target.spec)
+    wl = resolve(name, target)
     stamps = {}
     start = time.perf_counter()  # our wall time includes setting up the space and the workers
 
@@ -183,9 +183,9 @@ def table(result: dict, configs: list[str]) -> list[str]:
 def held_out_check(workloads: list[str], allow_seen: bool) -> set[str]:
     """The workloads among `workloads` the packaged cost model learned from; an error naming
     them unless `allow_seen`."""
-    spec = make_target("cpu", MeasureConfig().threads).spec
-    trained = trained_on(spec)
-    seen = {name for name in workloads if resolve(name, spec).key in trained}
+    target = make_target("cpu", MeasureConfig().threads)
+    trained = trained_on(target)
+    seen = {name for name in workloads if resolve(name, target).key in trained}
     if seen and not allow_seen:
         raise SystemExit(f"error: the packaged cost model was trained on {', '.join(sorted(seen))}: a comparison "
                          "there measures its recall; pick held-out workloads, or pass --seen to run them anyway")

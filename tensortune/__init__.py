@@ -10,7 +10,7 @@ The public API (imported lazily: `import tensortune` does not load TVM):
   `tune-model` command does, in one call: import (split where TVM cannot take the model whole),
   tune every kernel with one budget, build, check against torch, time against eager, export.
   Its steps, for finer control: `load_factory(spec)`, `import_model(name, module,
-  example_inputs, target_spec, torch_ops)` (a model's kernels as tasks), `build_model(...)`,
+  example_inputs, target, torch_ops)` (a model's kernels as tasks), `build_model(...)`,
   `export_model(...)` (the tuned model, checked against torch, the faster build kept).
 - `load(folder)`: a tuned model, an exported kernel or a dispatch table as a callable on torch tensors.
 - `backend(db=..., target=..., mode=..., torch_ops=...)`: a `torch.compile` backend (also

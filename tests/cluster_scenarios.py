@@ -42,12 +42,12 @@ def hanging_then_node_lost(cluster, address: str, node) -> tuple[dict, dict]:
     from mutants import MutantSpace
 
     target = make_target("cpu", 1)
-    space = MutantSpace(target.spec)
+    space = MutantSpace(target)
     slow = {**QUICK, "repeat": 3, "min_repeat_ms": 100}  # each timing lasts 0.3 s: the node goes mid-round
     # the hanging kernel costs this limit; a correct one's run (its check and 0.3 s of timing) took
     # over 3 s on a 2-core machine with the suite's other worker and another process compiling
     # beside it (fresh-check, 2026-12-07), so the limit leaves it room
-    with RayEvaluator(target.spec, MeasureConfig(**slow, run_timeout_s=12.0, cluster=address), "fake-a") as evaluator:
+    with RayEvaluator(target, MeasureConfig(**slow, run_timeout_s=12.0, cluster=address), "fake-a") as evaluator:
         start = time.perf_counter()
         results = evaluator.measure(space, [{"kernel": "naive"}, {"kernel": "hangs"}, {"kernel": "naive"},
                                             {"kernel": "clamped"}])

@@ -13,10 +13,17 @@ SMALL = {  # small shapes, with 1s, primes and non-powers of two
 
 
 @pytest.fixture(scope="session")
-def target_spec():
+def cpu_target():
+    """This machine's CPU, kernels on two threads."""
     from tensortune.target import make_target
 
-    return make_target("cpu", 2).spec
+    return make_target("cpu", 2)
+
+
+@pytest.fixture(scope="session")
+def target_spec(cpu_target):
+    """The CPU target as TVM takes it, for the tests that compile with TVM directly."""
+    return cpu_target.spec
 
 
 @pytest.fixture(scope="module")

@@ -32,9 +32,9 @@ class MutantSpace:
 
     name = "mutants"
 
-    def __init__(self, target_spec):
+    def __init__(self, target):
         self.workload = get_workload("gemm", ",".join(f"{k}={v}" for k, v in SHAPE.items()))
-        self.template = make_space("cpu-template", self.workload, target_spec)
+        self.template = make_space("cpu-template", self.workload, target)
 
     def apply(self, point):
         if point["kernel"] == "naive":

@@ -289,7 +289,7 @@ def test_a_node_whose_conversion_fails_is_found_by_halving_and_left_to_torch():
             raise RuntimeError("tanh does not lower today")
 
     model, x = with_erfinv()
-    parts = partition(capture(model, (x,)), (x,), make_target("cpu", 2).spec, converts=converts)
+    parts = partition(capture(model, (x,)), (x,), make_target("cpu", 2), converts=converts)
     assert parts.in_torch == {"aten.tanh.default": 1, "aten.erfinv.default": 1}
     assert "tanh does not lower today" in parts.refused["aten.tanh.default"]
     assert len(parts.regions) >= 2 and 0 < parts.share_in_tvm < 1
@@ -379,9 +379,9 @@ def test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_st
 
     torch.manual_seed(0)
     model, x = TwoLayers().eval(), torch.randn(2, 8)
-    converts, spec = Converts(), make_target("cpu", 2).spec
+    converts, target = Converts(), make_target("cpu", 2)
     graph = capture(model, (x,))
-    parts = partition(graph, (x,), spec, converts=converts)
+    parts = partition(graph, (x,), target, converts=converts)
     assert len(converts.probes) == 4  # permute, addmm (the three linear layers alike), tanh, sigmoid
     assert parts.in_torch and all("together do not lower" in why for why in parts.refused.values())
     assert not any({"aten.tanh.default", "aten.sigmoid.default"} <= {str(n.target) for n in r.module.graph.nodes}
@@ -390,7 +390,7 @@ def test_each_kind_of_node_is_tried_alone_once_and_a_pair_failing_together_is_st
         assert torch.allclose(parts.graph(x), model(x))
     first = len(converts.calls)
     converts.calls.clear()
-    partition(graph, (x,), spec, converts=converts)
+    partition(graph, (x,), target, converts=converts)
     assert first - len(converts.calls) == 5  # the same regions and halves again, no probe: the four side by side,
     # the halves (permute and addmm pass, tanh and sigmoid fail), tanh alone, sigmoid alone
 
@@ -405,8 +405,8 @@ def test_nodes_that_all_convert_are_probed_in_one_conversion_kept_in_the_records
     from tensortune.target import make_target
 
     class Counted(Compiles):  # the real check, its calls counted
-        def __init__(self, spec, db):
-            super().__init__(spec, db)
+        def __init__(self, target, db):
+            super().__init__(target, db)
             self.probes, self.sizes = dict(self.stored), []  # as a new process: only what the records hold
 
         def __call__(self, module, inputs):
@@ -421,19 +421,19 @@ def test_nodes_that_all_convert_are_probed_in_one_conversion_kept_in_the_records
         def forward(self, x):
             return self.b(torch.tanh(self.a(x)) * 2).sigmoid() + x.exp()
 
-    spec, db = make_target("cpu", 2).spec, Database(str(tmp_path / "t.db"))
-    converts = Counted(spec, db)
+    target, db = make_target("cpu", 2), Database(str(tmp_path / "t.db"))
+    converts = Counted(target, db)
     model, x = Mixed().eval(), torch.randn(2, 8)
     graph = capture(model, (x,))
-    parts = partition(graph, (x,), spec, converts=converts)
+    parts = partition(graph, (x,), target, converts=converts)
     assert len(converts.probes) >= 6 and converts.sizes[0] == len(converts.probes)  # all probes in the first call
     assert len(converts.sizes) == 1 + len(parts.regions) and not parts.in_torch
     with torch.no_grad():
         assert torch.allclose(parts.graph(x), model(x), atol=1e-6)
     converts.store()
-    again = Counted(spec, db)
+    again = Counted(target, db)
     assert again.probes == converts.probes
-    partition(graph, (x,), spec, converts=again)
+    partition(graph, (x,), target, converts=again)
     assert again.sizes == converts.sizes[1:]  # its regions checked, no node tried alone
 
 

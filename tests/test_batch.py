@@ -105,7 +105,7 @@ def test_a_gpu_batch_tries_every_caching_choice_at_the_hand_tiles():
     from tensortune.tuning.batch import choose_points
     from tensortune.space import make_space
 
-    space = make_space("cuda-template", get_workload("gemm-1024"), make_target("cuda", 1).spec)
+    space = make_space("cuda-template", get_workload("gemm-1024"), make_target("cuda", 1))
     chosen = choose_points(space, 40, seed=0)
     hand = chosen[1][1]
     assert [label for label, _ in chosen[:2]] == ["naive", "hand"] and len(chosen) == 42

@@ -45,13 +45,13 @@ def test_the_corpus_grows_a_kernel_table_to_its_points_once_and_resumes_where_it
     from tensortune.target import make_target
 
     target = make_target("cpu", 1)
-    found = list(grow_corpus.kernels(["conv_block"], target.spec, set()))
+    found = list(grow_corpus.kernels(["conv_block"], target, set()))
     keys = [w.key for _, w in found]
     assert found and len(set(keys)) == len(keys)  # distinct kernels, each once
     task, workload = next((t, w) for t, w in found if "conv2d" in t.name)  # a transpose has one point: skipped
     transpose = next((t, w) for t, w in found if t.name.endswith("-transpose1"))
     config = MeasureConfig(threads=1, repeat=1, min_repeat_ms=1)
-    with Measurer(target.spec, config) as measurer:
+    with Measurer(target, config) as measurer:
         assert grow_corpus.grow(*transpose, target, measurer, 3, tmp_path) is None  # nothing to learn from
         assert "+3 points" in grow_corpus.grow(task, workload, target, measurer, 3, tmp_path)
         assert grow_corpus.grow(task, workload, target, measurer, 3, tmp_path) is None  # nothing left to measure

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from tensortune.measure.config import MeasureConfig
 from tensortune.measure.measurer import Measurer
-from tensortune.target import GpuLimits
+from tensortune.target import GpuLimits, Target
 from tensortune.points import InvalidPoint
 from tensortune.space import make_space
 from tensortune.space.cuda_template import resources
@@ -20,8 +20,13 @@ SEED = ("gemm-1024", "conv1d-1024", "dwconv2d-seed", "dwsep-seed")
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 
 
+def gpu(**limits) -> Target:
+    """A CUDA target with these limits (sm_90's by default)."""
+    return Target("cuda", GpuLimits(**limits).target(), 1)
+
+
 def cuda_space(name, **limits):
-    return make_space("cuda-template", get_workload(name), GpuLimits(**limits).target())
+    return make_space("cuda-template", get_workload(name), gpu(**limits))
 
 
 def cuda_source(space, point) -> str:
@@ -92,17 +97,17 @@ def test_a_cpu_space_is_refused_for_a_cuda_target():
     from tensortune.errors import UserError
 
     with pytest.raises(UserError, match="does not fit a cuda target"):
-        make_space("cpu-template", get_workload("gemm-1024"), GpuLimits().target())
+        make_space("cpu-template", get_workload("gemm-1024"), gpu())
 
 
 @needs_nvcc
 def test_every_seed_workload_builds_to_a_binary_for_the_gpu(tmp_path):
     target = make_target("cuda", 1)
     for name in SEED:
-        space = make_space("cuda-template", get_workload(name), target.spec)
+        space = make_space("cuda-template", get_workload(name), target)
         points = [space.named("naive"), space.named("hand"), space.sample(random.Random(1))]
         paths = [str(tmp_path / f"{name}-{i}.so") for i in range(len(points))]
-        with Measurer(target.spec, MeasureConfig(build_workers=2)) as measurer:
+        with Measurer(target, MeasureConfig(build_workers=2)) as measurer:
             outcomes = measurer.build(space, points, paths)
         assert all(o.ok for o in outcomes), [o.reason for o in outcomes]
         for path in paths:
@@ -118,7 +123,7 @@ def test_the_best_imported_gpu_kernel_exports_with_its_binary(tmp_path):
     from tensortune.result import Result
 
     wl = get_workload("gemm", "M=64,N=64,K=64")
-    space = make_space("cuda-template", wl, GpuLimits().target())
+    space = make_space("cuda-template", wl, gpu())
     db = Database(str(tmp_path / "t.db"))
     task = Task(wl.key, "cuda", "sm_90-nvidia-h200", "cuda-template")
     db.add(task, "search", [space.named("naive"), space.named("hand")], [Result("ok", runs=(2e-5,)), Result("ok", runs=(1e-5,))])

@@ -20,12 +20,12 @@ NAIVE, CLAMPED, INVALID = {"kernel": "naive"}, {"kernel": "clamped"}, {"kernel":
 
 
 def _local(target):
-    measurer = Measurer(target.spec, QUICK)
+    measurer = Measurer(target, QUICK)
     return measurer, measurer
 
 
 def _replay(target):
-    measurer = Measurer(target.spec, QUICK)
+    measurer = Measurer(target, QUICK)
     return ReplayTable(Database(":memory:"), Task("gemm", "cpu", target.hardware, "mutants"), measurer), measurer
 
 
@@ -44,7 +44,7 @@ def evaluator(request):
 
 @pytest.fixture(scope="module")
 def space():
-    return MutantSpace(make_target("cpu", 2).spec)
+    return MutantSpace(make_target("cpu", 2))
 
 
 def test_one_answer_per_point_in_order_and_every_check_layer(evaluator, space):

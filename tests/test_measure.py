@@ -14,6 +14,7 @@ from tensortune.measure import checks, runner, tasks
 from tensortune.measure.config import Timing
 from tensortune.measure.pool import WorkerPool, start_clock
 from tensortune.space import make_space
+from tensortune.target import Target
 from tensortune.workloads import get_workload
 
 
@@ -66,22 +67,22 @@ def test_verification_catches_a_wrong_kernel(tmp_path, target_spec):
     assert result["status"] == "wrong" and "exceeds" in result["reason"]
 
 
-def test_measurer_verifies_times_and_records_every_outcome(target_spec):
+def test_measurer_verifies_times_and_records_every_outcome(cpu_target):
     wl = get_workload("gemm", "16,16,16")
     space = make_space("cpu-template", wl)
     good = space.named("hand")
     broken = good | {"tile.i": (3, 3, 3)}  # does not multiply to 16
-    with Measurer(target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
+    with Measurer(cpu_target, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
         ok, bad = m.measure(space, [good, broken])
     assert ok.ok and len(ok.runs) >= 3 and ok.threads == 2 and ok.latency > 0 and ok.build_s > 0
     assert bad.status == "invalid" and "multiply to 16" in bad.reason and bad.latency == float("inf")
 
 
-def test_a_point_measured_again_is_not_compiled_again(target_spec):
+def test_a_point_measured_again_is_not_compiled_again(cpu_target):
     """The final re-timing of the best reuses their libraries; only correct ones are kept."""
     space = make_space("cpu-template", get_workload("gemm", "16,16,16"))
     hand, naive = space.named("hand"), space.named("naive")
-    with Measurer(target_spec, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
+    with Measurer(cpu_target, MeasureConfig(threads=2, repeat=3, min_repeat_ms=1)) as m:
         (first,) = m.measure(space, [hand])
         libraries = set(os.listdir(m.tmp.name))
         again, other = m.measure(space, [hand, naive], final=True)
@@ -89,10 +90,10 @@ def test_a_point_measured_again_is_not_compiled_again(target_spec):
     assert first.ok and again.ok and other.ok and again.build_s == first.build_s
 
 
-def test_a_hopeless_candidate_is_timed_once(target_spec):
+def test_a_hopeless_candidate_is_timed_once(cpu_target):
     wl = get_workload("gemm", "16,16,16")
     space = make_space("cpu-template", wl)
-    with Measurer(target_spec, MeasureConfig(threads=2, repeat=5, min_repeat_ms=1)) as m:
+    with Measurer(cpu_target, MeasureConfig(threads=2, repeat=5, min_repeat_ms=1)) as m:
         (slow,) = m.measure(space, [space.named("naive")], cutoff_s=1e-12)
     assert slow.ok and len(slow.runs) == 1 and "timed once" in slow.reason
 
@@ -202,11 +203,11 @@ def test_the_exact_layer_applies_to_sums_of_products_only():
     assert exact_magnitude("float32", 45, degree=3) == 45  # 45 terms of 45^3 fit in 2^22, of 46^3 do not
 
 
-def test_the_exact_draws_of_a_chained_reduction_are_exact(target_spec):
+def test_the_exact_draws_of_a_chained_reduction_are_exact(cpu_target):
     """A depthwise then pointwise conv sums 9 x C products of three inputs: its exact draws are
     sized for that (sized for one reduction of two, no kernel, the naive one included, passed)."""
     space = make_space("cpu-template", get_workload("dwsep_conv2d", "1,3,8,8,3,4"))
-    with Measurer(target_spec, MeasureConfig(threads=2, repeat=1, min_repeat_ms=1)) as m:
+    with Measurer(cpu_target, MeasureConfig(threads=2, repeat=1, min_repeat_ms=1)) as m:
         results = m.measure(space, [space.named("naive"), space.named("hand")])
     assert all(r.ok for r in results), [r.reason for r in results]
     draws = tasks.all_checks(space.workload.ident, 0).draws
@@ -271,7 +272,7 @@ def test_every_round_draws_fresh_inputs_so_a_memorised_test_fails_the_next_round
     workload = get_workload("gemm", "M=2,N=2,K=2")
     config = MeasureConfig(threads=1, repeat=2, min_repeat_ms=1)
     space = MemorisingSpace(workload, seeds=range(config.seed, config.seed + 3))  # the first draws a run may use
-    with Measurer({"kind": "llvm"}, config) as measurer:
+    with Measurer(Target("cpu", {"kind": "llvm"}, 2), config) as measurer:
         first = measurer.measure(space, [{}])[0]
         later = [measurer.measure(space, [{}])[0] for _ in range(3)]
     assert first.ok, first.reason  # it passes the draws it memorised ...
@@ -285,10 +286,10 @@ def test_a_timing_waits_while_another_process_times_on_the_cores():
     from tensortune.measure import cores
 
     workload = get_workload("gemm", "M=8,N=8,K=8")
-    space = make_space("cpu-template", workload, {"kind": "llvm"})
+    space = make_space("cpu-template", workload)
     config = MeasureConfig(threads=1, repeat=2, min_repeat_ms=1)
     results = []
-    with Measurer({"kind": "llvm"}, config) as measurer:
+    with Measurer(Target("cpu", {"kind": "llvm"}, 2), config) as measurer:
         assert measurer.measure(space, [space.named("naive")])[0].ok  # workers started: what follows takes a second
         with open(cores.LOCK, "a+") as other:  # as another process does while it times
             fcntl.flock(other, fcntl.LOCK_EX)
@@ -319,7 +320,7 @@ def test_the_run_limit_covers_each_phase_of_a_task_not_all_of_them():
 
 def test_each_checked_call_and_the_timing_begin_a_phase(tmp_path, target_spec):
     workload = get_workload("gemm", "8,8,8")
-    space = make_space("cpu-template", workload, target_spec)
+    space = make_space("cpu-template", workload)
     path = str(tmp_path / "naive.so")
     tvm.compile(space.apply(space.named("naive")).mod, target=tvm.target.Target(target_spec)).export_library(path)
     case = tasks.all_checks(workload.ident, 0)

@@ -31,7 +31,7 @@ BAD = Path(__file__).parent / "models" / "bad.py"
 
 def _imported(name):
     module, inputs = zoo.ZOO[name]()
-    return import_model(name, module, inputs, make_target("cpu", 2).spec)
+    return import_model(name, module, inputs, make_target("cpu", 2))
 
 
 def test_a_tuned_convolution_reads_its_weight_packed_once_at_build():
@@ -49,7 +49,7 @@ def test_a_tuned_convolution_reads_its_weight_packed_once_at_build():
     inputs, _ = conv.workload.io_specs()
     assert [shape for shape, _ in inputs[:2]] == [(1, 8, 8, 3), (3, 3, 3, 8)]  # NHWC activations, HWIO weight: channels innermost
     assert list(conv.workload.prim_func().attrs["layout_free_buffers"])[0] == 1  # the weight, and the folded terms
-    space = make_space("sketch", conv.workload, target.spec)
+    space = make_space("sketch", conv.workload, target)
     func = space.apply(space.sample(random.Random(0))).mod["main"]
     assert "layout_rewrite_preproc" in func.script()
     assert "layout_rewrite_preproc" not in prepack(with_schedules(model, target, {conv.name: func}), {conv.name}).script()
@@ -243,7 +243,7 @@ def test_transcendental_functions_become_vectorisable_approximations():
     module = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.GELU(approximate="tanh"),
                                  torch.nn.Softmax(-1)).eval()
     target = make_target("cpu", 2)
-    model = import_model("fast_math", module, (torch.randn(4, 16),), target.spec)
+    model = import_model("fast_math", module, (torch.randn(4, 16),), target)
     scripts = "".join(k.workload.prim_func().script() for k in model.kernels)
     assert not any(f"T.{name}(" in scripts for name in ("erf", "tanh", "exp"))
     assert build_model(model, target, Database(":memory:")).error <= 1e-5
@@ -262,7 +262,7 @@ def test_powers_by_two_and_three_become_products():
     powf); the power by 2.5 stays one; the model still matches torch."""
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("powers", PowersWrittenOut().eval(), (torch.randn(4, 16),), target.spec)
+    model = import_model("powers", PowersWrittenOut().eval(), (torch.randn(4, 16),), target)
     scripts = "".join(k.workload.prim_func().script() for k in model.kernels)
     assert scripts.count("T.pow(") == 1
     assert build_model(model, target, Database(":memory:")).error <= 1e-5
@@ -284,7 +284,7 @@ class SlowEager(torch.nn.Module):
 def test_the_end_to_end_figures_come_from_timing_each_build():
     module, inputs = zoo.conv_block()
     target = make_target("cpu", 2)
-    model = import_model("slow_eager", SlowEager(module), inputs, target.spec)
+    model = import_model("slow_eager", SlowEager(module), inputs, target)
     built = build_model(model, target, Database(":memory:"))
     timing = measure_end_to_end(built, target)
     assert timing.eager_s >= 0.02 > 10 * max(timing.default_s, timing.tuned_s), timing
@@ -296,7 +296,7 @@ def test_a_profile_names_each_kernel_of_the_build_with_its_share_of_the_time():
 
     module, inputs = zoo.conv_block()
     target = make_target("cpu", 2)
-    model = import_model("conv_block", module, inputs, target.spec)
+    model = import_model("conv_block", module, inputs, target)
     built = build_checked(model, target, {}, {}, seed=1)
     case, _ = fresh_case(model, 0)
     seconds = seconds_by_function(built.executable, case, calls=3)
@@ -343,7 +343,7 @@ def test_a_model_builds_for_a_gpu_here(tmp_path):
 
     target = make_target("cuda", 1)
     module, inputs = zoo.conv_block()
-    model = import_model("conv_block", module, inputs, target.spec)
+    model = import_model("conv_block", module, inputs, target)
     manifest = export_model_batch(model, target, tmp_path / "b", count=0, config=FAST)  # the defaults: every kernel
     defaults = {c["workload"] for c in manifest["candidates"] if c["label"] == "default"}
     assert defaults == {k.workload.key for k in model.kernels}  # DLight schedules every kernel for the GPU
@@ -381,12 +381,12 @@ def given_faster(build: str):
 def test_the_build_calling_torch_is_kept_where_it_is_faster_end_to_end():
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    big = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target.spec, torch_ops=True)
+    big = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target, torch_ops=True)
     assert big.with_torch_ops.torch_ops == 1
     assert not any("conv2d" in k.name for k in big.with_torch_ops.kernels)  # the convolution is torch's
     built = build_model(big, target, Database(":memory:"), timer=given_faster("torch ops"))
     assert built.torch_ops == 1 and built.kept == "torch ops" and built.error <= tolerance("float32")
-    small = import_model("conv_block", *zoo.conv_block(), target.spec, torch_ops=True)
+    small = import_model("conv_block", *zoo.conv_block(), target, torch_ops=True)
     assert small.with_torch_ops.torch_ops == 2  # its convolution and its linear layer
     kept = build_model(small, target, Database(":memory:"), timer=given_faster("tvm"))
     assert kept.torch_ops == 0 and kept.kept == "tvm" and kept.error <= tolerance("float32")
@@ -395,7 +395,7 @@ def test_the_build_calling_torch_is_kept_where_it_is_faster_end_to_end():
 def test_a_model_calling_torch_exports_and_loads_in_a_fresh_process(tmp_path):
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target.spec, torch_ops=True)
+    model = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target, torch_ops=True)
     db = Database(":memory:")
     built = build_model(model, target, db, timer=given_faster("torch ops"))
     assert built.torch_ops == 1
@@ -427,7 +427,7 @@ def test_kernels_of_the_build_far_behind_weigh_less_in_the_schedule(monkeypatch)
 
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target.spec, torch_ops=True)
+    model = import_model("big_conv", BigConv().eval(), (torch.randn(1, 32, 28, 28),), target, torch_ops=True)
     torch_keys = {k.workload.key for k in model.with_torch_ops.kernels}
     states = [TaskState(k, Result(Status.OK, runs=(1e-2 if "conv2d" in k.name else 1e-5,)))
               for k in model.all_kernels()]
@@ -461,7 +461,7 @@ def conv_linear_built(mixed_timings: list[float], db):
 
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("conv_linear", ConvThenLinear().eval(), (torch.randn(1, 32, 28, 28),), target.spec,
+    model = import_model("conv_linear", ConvThenLinear().eval(), (torch.randn(1, 32, 28, 28),), target,
                          torch_ops=True)
     return model, target, build_model(model, target, db, timer=injected)
 
@@ -508,7 +508,7 @@ def test_untuned_the_all_tvm_build_is_not_built_where_torch_takes_long_per_opera
     labels = []
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("conv_linear", ConvThenLinear().eval(), (torch.randn(1, 32, 28, 28),), target.spec,
+    model = import_model("conv_linear", ConvThenLinear().eval(), (torch.randn(1, 32, 28, 28),), target,
                          torch_ops=True)
     built = build_model(model, target, Database(":memory:"), timer=lambda label, measure: labels.append(label) or 1e-3,
                         mix=False)
@@ -542,7 +542,7 @@ def test_layers_with_their_epilogue_become_one_packed_onednn_call(module, inputs
 
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("block", module().eval(), (torch.randn(*inputs),), target.spec, torch_ops=True)
+    model = import_model("block", module().eval(), (torch.randn(*inputs),), target, torch_ops=True)
     source = str(model.with_torch_ops.mod["main"])
     assert {name: source.count(f'"{FUSED[name]}"') for name in calls} == calls
     kernels = " ".join(k.name for k in model.with_torch_ops.kernels)
@@ -583,7 +583,7 @@ def test_a_residual_that_nothing_reads_after_is_added_in_place_and_no_other():
 
     torch.manual_seed(0)
     target, module = make_target("cpu", 2), Residuals().eval()
-    model = import_model("residuals", module, (torch.randn(1, 4, 6, 6),), target.spec, torch_ops=True).with_torch_ops
+    model = import_model("residuals", module, (torch.randn(1, 4, 6, 6),), target, torch_ops=True).with_torch_ops
     source = str(in_place_residuals(model.mod)["main"])
     assert [source.count(f'"{FUSED[name]}"') for name in ("conv2d_add", "conv2d_sum")] == [2, 1]
     register()
@@ -617,7 +617,7 @@ def test_layer_norms_and_channels_last_max_pools_on_enough_elements_call_torchs_
     monkeypatch.setattr(torch_ops, "SMALL", 100)
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("pools", PoolsThenNorms().eval(), (torch.randn(1, 4, 7, 7),), target.spec, torch_ops=True)
+    model = import_model("pools", PoolsThenNorms().eval(), (torch.randn(1, 4, 7, 7),), target, torch_ops=True)
     source = str(model.with_torch_ops.mod["main"])
     assert [source.count(f'"{name}"') for name in (torch_ops.MAX_POOL2D, torch_ops.LAYER_NORM)] == [1, 1]
     kernels = " ".join(k.name for k in model.with_torch_ops.kernels)
@@ -646,7 +646,7 @@ def test_one_axis_convolutions_call_torchs_conv1d_and_match():
 
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("audio", AudioFront().eval(), (torch.randn(1, 1, 400),), target.spec, torch_ops=True)
+    model = import_model("audio", AudioFront().eval(), (torch.randn(1, 1, 400),), target, torch_ops=True)
     assert str(model.with_torch_ops.mod["main"]).count(f'"{torch_ops.CONV1D}"') == 2
     assert "erf" in " ".join(k.name for k in model.with_torch_ops.kernels)
     torch_ops.register()
@@ -678,7 +678,7 @@ def _built_as_one_attention_call(name: str, module, inputs: tuple):
     from tensortune.model.torch_ops import ATTENTION, register
 
     target = make_target("cpu", 2)
-    model = import_model(name, module, inputs, target.spec, torch_ops=True)
+    model = import_model(name, module, inputs, target, torch_ops=True)
     assert str(model.with_torch_ops.mod["main"]).count(f'"{ATTENTION}"') == 1
     assert not any("softmax" in k.name for k in model.with_torch_ops.kernels)
     register()
@@ -807,7 +807,7 @@ def test_linear_layers_side_by_side_are_one_vendor_call():
     torch.manual_seed(0)
     target = make_target("cpu", 2)
     module, inputs = _MaskedSelfAttention().eval(), (torch.randn(1, 8, 32), torch.zeros(1, 1, 8, 8))
-    model = import_model("qkv", module, inputs, target.spec, torch_ops=True)
+    model = import_model("qkv", module, inputs, target, torch_ops=True)
     [group] = find_groups(channels_last(model.source, ONEDNN_WEIGHTS)["main"])  # the weights folded
     assert len(group) == 3 and all(layer.bias is not None for layer in group)
     assert str(model.with_torch_ops.mod["main"]).count(f'"{FUSED["linear"]}"') == 1
@@ -869,8 +869,8 @@ def test_3x3_convolutions_become_winograd_kernels_that_match_torch():
     torch.manual_seed(0)
     target, channels = make_target("cpu", 2), 16
     module, inputs = ThreeByThree(channels).eval(), (torch.randn(1, channels, 10, 10),)
-    assert not any("winograd" in k.name for k in import_model("block", module, inputs, target.spec).kernels)  # opt-in
-    model = import_model("block", module, inputs, target.spec, winograd=True)
+    assert not any("winograd" in k.name for k in import_model("block", module, inputs, target).kernels)  # opt-in
+    model = import_model("block", module, inputs, target, winograd=True)
     names = [k.name for k in model.kernels]
     assert not any("conv2d" in name for name in names), names
     assert sum(k.calls for k in model.kernels if k.name.startswith("winograd_input")) == 2
@@ -885,7 +885,7 @@ def test_3x3_convolutions_become_winograd_kernels_that_match_torch():
     try:
         winograd.MATRICES[4] = wrong
         with pytest.raises(UserError, match="differs from torch"):
-            build_checked(import_model("block", module, inputs, target.spec, winograd=True), target, {}, {}, seed=1)
+            build_checked(import_model("block", module, inputs, target, winograd=True), target, {}, {}, seed=1)
     finally:
         winograd.MATRICES[4] = right
 
@@ -904,6 +904,6 @@ class TorchSemantics(torch.nn.Module):
 def test_operations_tvm_converts_otherwise_come_out_as_torch_computes_them():
     torch.manual_seed(0)
     target = make_target("cpu", 2)
-    model = import_model("semantics", TorchSemantics(), (torch.randn(3, 16),), target.spec)
+    model = import_model("semantics", TorchSemantics(), (torch.randn(3, 16),), target)
     built = build_model(model, target, Database(":memory:"), timer=lambda label, measure: 1.0)  # timings: a test double
     assert built.error == 0.0

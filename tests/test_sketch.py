@@ -21,8 +21,8 @@ CASES = [("gemm", "7,13,5"), ("conv1d", "13,5"), ("dwconv2d", "1,3,7,5,3"), ("dw
 
 
 @pytest.fixture(scope="module")
-def spaces(target_spec):
-    return {name: make_space("sketch", get_workload(name, shape), target_spec) for name, shape in CASES}
+def spaces(cpu_target):
+    return {name: make_space("sketch", get_workload(name, shape), cpu_target) for name, shape in CASES}
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])
@@ -128,7 +128,7 @@ def test_metaschedule_resumes_from_its_own_records_and_never_stores_a_trace_twic
     db = str(tmp_path / "t.db")
     wl, target = get_workload("gemm", "16,16,16"), make_target("cpu", 2)
     task = Task(wl.key, target.name, target.hardware, "metaschedule-trace")
-    metaschedule.run_metaschedule(wl, target.spec, 4, 2, metaschedule.work_dir(db, task), seed=0)
+    metaschedule.run_metaschedule(wl, target, 4, 2, metaschedule.work_dir(db, task), seed=0)
     traces = metaschedule.recorded_traces(metaschedule.work_dir(db, task))
     args = ("tune", "gemm", "--shape", "16,16,16", "--strategy", "metaschedule", "--trials", str(len(traces)),
             "--no-baselines", "--db", db, "--json")
@@ -143,4 +143,4 @@ def test_metaschedule_resumes_from_its_own_records_and_never_stores_a_trace_twic
     assert sorted(r.point["trace"] for r in records) == sorted(traces)  # each once
     assert all(r.result.ok for r in records)  # re-verified and re-timed by us
     # export (and a model build) apply a stored record in its task's space, this one included
-    assert make_space(task.space, wl, target.spec).apply(records[0].point).mod is not None
+    assert make_space(task.space, wl, target).apply(records[0].point).mod is not None

@@ -10,7 +10,6 @@ import pytest
 from tensortune.agents.code_space import CodeSpace, trace_json
 from tensortune.points import InvalidPoint, point_from_json, point_key
 from tensortune.space import make_space
-from tensortune.target import GpuLimits, make_target
 from tensortune.workloads import get_workload
 
 from kernels import assert_correct
@@ -18,34 +17,34 @@ from kernels import assert_correct
 GEMM = get_workload("gemm", "M=16,N=24,K=12")
 
 
-def _template(spec):
-    space = make_space("cpu-template", GEMM, spec)
+def _template(target):
+    space = make_space("cpu-template", GEMM, target)
     return space, [space.named("naive"), space.named("hand"), space.sample(random.Random(1))]
 
 
 def _cuda(_):
-    space = make_space("cuda-template", GEMM, GpuLimits().target())
+    space = make_space("cuda-template", GEMM)  # sm_90's limits
     return space, [space.named("naive"), space.named("hand")]
 
 
-def _sketch(spec):
-    space = make_space("sketch", GEMM, spec)
+def _sketch(target):
+    space = make_space("sketch", GEMM, target)
     return space, [space.named("default"), space.sample(random.Random(1))]
 
 
-def _default(spec):
-    return make_space("default", GEMM, spec), [{}]
+def _default(target):
+    return make_space("default", GEMM, target), [{}]
 
 
-def _traces(spec):
-    space = make_space("metaschedule-trace", GEMM, spec)
+def _traces(target):
+    space = make_space("metaschedule-trace", GEMM, target)
     sketch = space.sketches
     return space, [{"trace": trace_json(sketch.apply(sketch.sample(random.Random(s))), remove_postproc=True)}
                    for s in (1, 2)]
 
 
-def _code(spec):
-    template = make_space("cpu-template", GEMM, spec)
+def _code(target):
+    template = make_space("cpu-template", GEMM, target)
     function = "def schedule(sch):\n    (i, j, k) = sch.get_loops(sch.get_sblock('C'))\n    sch.parallel(i)\n"
     return CodeSpace(GEMM), [{"form": "function", "text": function},
                              {"form": "trace", "text": trace_json(template.apply(template.named("hand")))}]
@@ -56,8 +55,8 @@ SPACES = {"cpu-template": _template, "cuda-template": _cuda, "sketch": _sketch, 
 
 
 @pytest.fixture(params=list(SPACES), scope="module")
-def space_and_points(request, target_spec):
-    space, points = SPACES[request.param](target_spec)
+def space_and_points(request, cpu_target):
+    space, points = SPACES[request.param](cpu_target)
     yield space, points
     if isinstance(space, CodeSpace):
         space.close()

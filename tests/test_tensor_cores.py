@@ -30,7 +30,7 @@ def tensorized(space) -> set[int]:
 @pytest.fixture(scope="module")
 def builder():
     """One set of build workers for the module (each worker imports TVM: seconds apiece)."""
-    with Measurer(TARGET.spec, MeasureConfig(build_workers=2)) as measurer:
+    with Measurer(TARGET, MeasureConfig(build_workers=2)) as measurer:
         yield measurer
 
 
@@ -57,7 +57,7 @@ def built_ptx(builder, space, points, tmp_path) -> list[str]:
 def test_tensor_core_points_build_for_sm90_and_their_ptx_holds_mma(name, shape, types, builder, tmp_path):
     """In the sketch space: float16 through MetaSchedule's own tensor-core rule, bfloat16 through
     the wmma intrinsic groups we give it (the convolution also covers the float16 one's path)."""
-    space = make_space("sketch", get_workload(name, shape), TARGET.spec)
+    space = make_space("sketch", get_workload(name, shape), TARGET)
     assert tensorized(space), "MetaSchedule's tensor-core rule made no sketch"
     rng = random.Random(0)
     points = []
@@ -78,7 +78,7 @@ def test_the_tensor_core_template_builds_for_sm90_with_mma_and_async_copies(name
     """At a fragment shape, a pipelined point (two stages) and an unpipelined one: both
     multiply on tensor cores with the operand's type and the fragment's shape; only the
     pipelined one copies asynchronously."""
-    space = make_space("cuda-tensorcore", get_workload(name, shape), TARGET.spec)
+    space = make_space("cuda-tensorcore", get_workload(name, shape), TARGET)
     points = [dict(space.named("default"), fragment=fragment), dict(space.named("default"), fragment=fragment, stages=1, pad=0)]
     pipelined, plain = built_ptx(builder, space, points, tmp_path)
     m, n, k = fragment.split("x")
@@ -89,7 +89,7 @@ def test_the_tensor_core_template_builds_for_sm90_with_mma_and_async_copies(name
 
 
 def test_the_tensor_core_template_refuses_before_compiling_what_does_not_fit():
-    space = make_space("cuda-tensorcore", get_workload("gemm_fp16", "M=256,N=96,K=256"), TARGET.spec)
+    space = make_space("cuda-tensorcore", get_workload("gemm_fp16", "M=256,N=96,K=256"), TARGET)
     # a 256 x 32 tile, 64 deep, three stages: 3 x (256 x (64 + 8) + 64 x (32 + 8)) x 2 bytes
     big = {"fragment": "16x16x16", "warps_m": 4, "warps_n": 2, "frags_m": 4, "frags_n": 1, "chunk": 4, "stages": 3, "pad": 8, "vector": 8}
     assert space.check(big) == "125952 bytes of shared memory exceed the limit of 49152"
@@ -97,15 +97,15 @@ def test_the_tensor_core_template_refuses_before_compiling_what_does_not_fit():
     assert space.check(space.named("default")) == "N=96 is not a multiple of the tile's 64 (whole 16x16x16 fragments only)"
     assert space.check(dict(big, frags_m=1, frags_n=1, chunk=1)) == \
         "the A tile's 1024 elements do not divide among 256 threads x 8-wide loads"
-    shallow = make_space("cuda-tensorcore", get_workload("gemm_fp16", "M=64,N=64,K=32"), TARGET.spec)
+    shallow = make_space("cuda-tensorcore", get_workload("gemm_fp16", "M=64,N=64,K=32"), TARGET)
     assert shallow.check(shallow.named("default")) == "2 pipeline stages exceed the reduction's 1 steps"
     with pytest.raises(UserError, match=r"does not fit \(it is not one matrix multiply"):
-        make_space("cuda-tensorcore", get_workload("conv2d_fp16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET.spec)
+        make_space("cuda-tensorcore", get_workload("conv2d_fp16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET)
 
 
 @needs_nvcc
 def test_an_fp32_gemm_gets_no_tensor_core_instructions(builder, tmp_path):
-    space = make_space("sketch", get_workload("gemm", "M=256,N=256,K=256"), TARGET.spec)
+    space = make_space("sketch", get_workload("gemm", "M=256,N=256,K=256"), TARGET)
     assert not tensorized(space)
     (ptx,) = built_ptx(builder, space, [space.sample(random.Random(0))], tmp_path)
     assert not re.search(r"\bw?mma\.", ptx) and re.search(r"\bfma\.rn(\.ftz)?\.f32\b", ptx)
@@ -114,7 +114,7 @@ def test_an_fp32_gemm_gets_no_tensor_core_instructions(builder, tmp_path):
 def test_a_tensor_core_point_over_the_shared_memory_limit_is_refused_with_the_limit_named():
     """Random decisions of the tensor-core sketch often stage more than 48 KiB: refused by
     applying the point (no compile), the limit and the amount named."""
-    space = make_space("sketch", get_workload("gemm_fp16", "M=256,N=256,K=256"), TARGET.spec)
+    space = make_space("sketch", get_workload("gemm_fp16", "M=256,N=256,K=256"), TARGET)
     rng, reasons = random.Random(0), []
     while len(reasons) < 40:
         point = space.sample(rng, checked=False)
@@ -129,12 +129,12 @@ def test_half_precision_operators_default_to_a_tensor_core_space_on_cuda():
     from tensortune.space import default_space
 
     half, single = get_workload("gemm_fp16", "M=64,N=64,K=64"), get_workload("gemm", "M=64,N=64,K=64")
-    assert default_space(half, TARGET.spec) == "cuda-tensorcore"
-    assert default_space(get_workload("batch_matmul_bf16", "B=2,M=64,N=64,K=64"), TARGET.spec) == "cuda-tensorcore"
-    assert default_space(get_workload("conv2d_fp16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET.spec) == "sketch"
-    assert default_space(get_workload("conv2d_bf16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET.spec) == "sketch"
-    assert default_space(single, TARGET.spec) == "cuda-template"
-    assert default_space(half, make_target("cpu", 1).spec) == "cpu-template"
+    assert default_space(half, TARGET) == "cuda-tensorcore"
+    assert default_space(get_workload("batch_matmul_bf16", "B=2,M=64,N=64,K=64"), TARGET) == "cuda-tensorcore"
+    assert default_space(get_workload("conv2d_fp16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET) == "sketch"
+    assert default_space(get_workload("conv2d_bf16", "N=1,H=8,W=8,CI=16,CO=16,K=3,S=1"), TARGET) == "sketch"
+    assert default_space(single, TARGET) == "cuda-template"
+    assert default_space(half, make_target("cpu", 1)) == "cpu-template"
 
 
 @pytest.mark.slow

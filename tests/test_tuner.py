@@ -89,7 +89,7 @@ def test_replay_table_measures_each_point_once(tmp_path):
     db = Database(str(tmp_path / "t.db"))
     task = Task(wl.key, target.name, target.hardware, "cpu-template")
     points = [space.named("naive"), space.named("hand")]
-    with Measurer(target.spec, FAST) as measurer:
+    with Measurer(target, FAST) as measurer:
         replay = ReplayTable(db, task, measurer)
         first = replay.measure(space, points + points[:1])
         again = replay.measure(space, points[::-1])
@@ -158,9 +158,9 @@ def test_a_candidate_far_faster_than_the_best_so_far_is_checked_again_and_flagge
     from tensortune.tuning.round import IMPLAUSIBLE, recheck_implausible
 
     target = make_target("cpu", 2)
-    space = make_space("cpu-template", get_workload("gemm", "16,24,12"), target.spec)
+    space = make_space("cpu-template", get_workload("gemm", "16,24,12"), target)
     points = [space.named("hand")]
-    with Measurer(target.spec, FAST) as measurer:
+    with Measurer(target, FAST) as measurer:
         (first,) = measurer.measure(space, points)
         assert first.ok
         assert recheck_implausible(measurer, space, points, [first], float("inf"))[0] is first
@@ -180,9 +180,9 @@ def test_a_timing_below_the_roofline_floor_does_not_count(tmp_path):
 
     target = make_target("cpu", 2)
     wl = get_workload("gemm", "64,64,64")
-    space = make_space("cpu-template", wl, target.spec)
+    space = make_space("cpu-template", wl, target)
     points = [space.named("hand")]
-    with Measurer(target.spec, FAST) as measurer:
+    with Measurer(target, FAST) as measurer:
         (first,) = measurer.measure(space, points)
         assert 0 < floor_s(wl, target) < first.latency / 2
         assert recheck_implausible(measurer, space, points, [first], float("inf"), floor_s(wl, target))[0] is first

@@ -205,7 +205,7 @@ class Workbench:
 
         if model not in self._models:
             name, (module, inputs) = load_factory(model)
-            self._models[model] = import_model(name, module, inputs, self.target.spec)
+            self._models[model] = import_model(name, module, inputs, self.target)
         return self._models[model]
 
     def _space_names(self, workload) -> list[str]:
@@ -217,7 +217,7 @@ class Workbench:
         key = (workload.key, name)
         if key not in self._spaces:
             try:
-                self._spaces[key] = CodeSpace(workload) if name == CodeSpace.name else make_space(name, workload, self.target.spec)
+                self._spaces[key] = CodeSpace(workload) if name == CodeSpace.name else make_space(name, workload, self.target)
             except InvalidPoint as err:
                 raise UserError(f"{workload.key} has no {name} space: {err}") from None
         return self._spaces[key]

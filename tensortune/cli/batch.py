@@ -34,13 +34,13 @@ def batch_export(workloads: Optional[list[str]] = typer.Argument(None, help="pre
     tgt = target_from(target, threads, mcpu, arch)
     space = space or ("sketch" if model else None)  # None: each workload's default_space
     if space:
-        check_fits(space, tgt.spec)
+        check_fits(space, tgt)
     report = lambda wl, n: err.print(f"built {n} candidates of {wl.preset or wl.key}")  # noqa: E731
     if model:
         from ..model import import_model, load_factory
 
         name, (module, inputs) = load_factory(model)
-        imported = import_model(name, module, inputs, tgt.spec)
+        imported = import_model(name, module, inputs, tgt)
         manifest = export_model_batch(imported, tgt, Path(out_dir), count, seed, space, progress=report)
     else:
         wls = [get_workload(*w.split(":", 1)) if ":" in w and ".py:" not in w else get_workload(w) for w in workloads]

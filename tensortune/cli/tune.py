@@ -65,7 +65,7 @@ def tune(workload: str = WORKLOAD, shape: Optional[str] = SHAPE, target: str = T
                      cluster, as_json)
         return
     wl, tgt = workload_named(workload, shape, db), target_from(target, threads, mcpu, arch)
-    config = replace(config, space=space or default_space(wl, tgt.spec))
+    config = replace(config, space=space or default_space(wl, tgt))
     _check_space(config, tgt)
     targets = device_classes(tgt, cluster)
     check_runnable(targets[0])
@@ -83,7 +83,7 @@ def tune(workload: str = WORKLOAD, shape: Optional[str] = SHAPE, target: str = T
 
 def _check_space(config, tgt) -> None:
     """The space runs on the target, and carries other shapes' records where asked to."""
-    check_fits(config.space, tgt.spec)
+    check_fits(config.space, tgt)
     if config.warm_start_family and config.space not in KIND:
         raise UserError(f"--warm-start-family needs a template space (cpu-template, cuda-template): the knobs of "
                         f"'{config.space}' differ from shape to shape, so other shapes' records do not carry over")
@@ -118,7 +118,7 @@ def _tune_shapes(family: str, shape, shapes, table: int, out_dir, tgt, config, d
     if config.space not in KIND:
         raise UserError(f"--shapes needs a template space (cpu-template, cuda-template): a schedule carries to "
                         f"another shape by its knobs, which '{config.space}' does not have", option="--space")
-    check_fits(config.space, tgt.spec)
+    check_fits(config.space, tgt)
     workloads = expand(family, shapes)
     check_runnable(tgt)
     summary = tune_shapes(workloads, tgt, open_db(db), config, MeasureConfig(threads=tgt.threads), k=table,

@@ -50,7 +50,7 @@ def tune_model(model: str = MODEL, trials: Optional[int] = TRIALS, strategy: str
     check_options(strategy, options)
     [tgt] = device_classes(target_from(target, threads, mcpu, arch), cluster, one=True)
     check_runnable(tgt, model)
-    check_fits(space, tgt.spec)
+    check_fits(space, tgt)
     name, (module, inputs) = load_factory(model)
     config = TuneConfig(trials=trials or 0, strategy=strategy, seed=seed, batch=batch, space=space,
                         options=tuple(options.items()))

@@ -129,8 +129,8 @@ class Backend:
         clock.stage("capturing and partitioning")
         db = Database(self.config.db)
         try:  # what nodes tried alone gave is kept in the records: another process tries them no more
-            converts = Compiles(target.spec, db)
-            parts = partition(capture(frozen, inputs), inputs, target.spec, frozenset(self.config.torch_ops),
+            converts = Compiles(target, db)
+            parts = partition(capture(frozen, inputs), inputs, target, frozenset(self.config.torch_ops),
                               converts, deadline=clock.deadline)
             converts.store()
         finally:
@@ -261,7 +261,7 @@ def _checked(options: dict) -> BackendConfig:
     config = BackendConfig(**options)
     target = make_target(config.target, config.threads or MeasureConfig().threads)
     check_runnable(target)
-    check_fits(config.space, target.spec)
+    check_fits(config.space, target)
     Database(config.db).close()
     return config
 
@@ -312,7 +312,7 @@ def _region(region, config: BackendConfig, timer: Callable, deadline: float | No
     db = Database(config.db)
     try:
         # as tune-model: on a CPU also the build calling torch's matmuls and convolutions, the faster kept
-        model = import_model(region.name, region.module, region.inputs, target.spec, torch_ops=True, fixed_inputs=True)
+        model = import_model(region.name, region.module, region.inputs, target, torch_ops=True, fixed_inputs=True)
         if config.mode == "tune":
             _tune(model, region.name, config, target, db, measure)
         # times eager on the region's own inputs too; operations tried back in TVM one by one only where tuned

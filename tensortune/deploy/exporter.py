@@ -23,7 +23,7 @@ def export_best(wl: Workload, target: Target, db: Database, folder: Path) -> lis
         raise UserError(f"no correct kernel for {wl.key} on this hardware ({hardware}) in {db.path}; "
                         f"run 'tensortune tune' first")
     best, task = min(candidates, key=lambda c: c[0].result.latency)
-    return export_kernel(wl, target, stored_space(task.space, best.label, target.spec), best.point, best.result,
+    return export_kernel(wl, target, stored_space(task.space, best.label, target), best.point, best.result,
                          hardware, folder)
 
 
@@ -33,7 +33,7 @@ def export_kernel(wl: Workload, target: Target, space: str, point: dict, result,
     JSON record in `folder`."""
     import tvm
 
-    schedule = make_space(space, wl, target.spec).apply(point)
+    schedule = make_space(space, wl, target).apply(point)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -75,13 +75,13 @@ def _imported(module, example_inputs: tuple, target: Target, name: str, out, tor
     """The model as TVM takes it, whole, or (where it cannot) split into the parts it takes,
     those parts as one model; and the split, if any."""
     try:
-        return import_model(name, module, example_inputs, target.spec, torch_ops=torch_ops), None
+        return import_model(name, module, example_inputs, target, torch_ops=torch_ops), None
     except NotConvertible as why:  # the partitioner takes what TVM can; the rest stays in PyTorch
         if out:
             raise UserError(f"{why}: a model that runs partly in PyTorch cannot be exported as one TVM library; "
                             "run it with torch.compile(model, backend=tensortune.backend(db=...)), which builds it "
                             "from this run's records", option="--out") from None
-        split = import_split(name, module, example_inputs, target.spec, str(why))
+        split = import_split(name, module, example_inputs, target, str(why))
         say(f"{why}: tuning the parts TVM takes; {in_torch_line(split, None)}")
         return split.as_one(), split
 

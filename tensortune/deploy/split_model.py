@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..errors import UserError
+from ..target import Target
 from ..model.end_to_end import EndToEnd
 from ..model.vm import torch_seconds
 from ..model.importer import ImportedModel, import_model
@@ -56,13 +57,13 @@ class SplitModel:
         return ", ".join(f"{op.removeprefix('aten.')} x{n}" for op, n in counts) or "none"
 
 
-def import_split(name: str, module, inputs: tuple, target_spec: dict, why: str) -> SplitModel:
+def import_split(name: str, module, inputs: tuple, target: Target, why: str) -> SplitModel:
     """The model partitioned (what TVM cannot take left to PyTorch) and each region imported.
     `why`: why the whole model could not be taken, said again if no region is left for TVM."""
-    parts = partition(capture(module, inputs), inputs, target_spec)
+    parts = partition(capture(module, inputs), inputs, target)
     if not parts.regions:
         raise UserError(f"{why}; no part of {name} is left for TVM either")
-    regions = [import_model(f"{name}.{r.name}", r.module, r.inputs, target_spec, fixed_inputs=True)
+    regions = [import_model(f"{name}.{r.name}", r.module, r.inputs, target, fixed_inputs=True)
                for r in parts.regions]
     return SplitModel(name, module, inputs, parts, regions)
 

@@ -11,7 +11,7 @@ def make_evaluator(target, config):
     if config.cluster:
         from .cluster import RayEvaluator
 
-        return RayEvaluator(target.spec, config, target.hardware)
+        return RayEvaluator(target, config, target.hardware)
     from .measurer import Measurer
 
-    return Measurer(target.spec, config)
+    return Measurer(target, config)

@@ -141,7 +141,7 @@ class BatchEvaluator:
 
     def __init__(self, target: Target, config: MeasureConfig, timeout_s: float = 60.0):
         self.target, self.config, self.timeout_s = target, config, timeout_s
-        self.builder = Measurer(target.spec, config)  # its build workers, and its draw seeds
+        self.builder = Measurer(target, config)  # its build workers, and its draw seeds
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-batches-")
         self.calls = itertools.count()
 

@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from ..errors import UserError
+from ..target import Target
 from ..points import Point, point_key
 from . import cores, tasks
 from .config import MeasureConfig
@@ -164,14 +165,14 @@ class RayEvaluator:
     """The evaluator (see evaluator.py) over a Ray cluster, timing on the devices of one
     class (`hardware`). Close it, or use it as a context."""
 
-    def __init__(self, target_spec: dict, config: MeasureConfig, hardware: str):
+    def __init__(self, target: Target, config: MeasureConfig, hardware: str):
         connect(config.cluster)
         classes = device_classes(config.cluster)
         if hardware not in classes:
             raise UserError(f"the Ray cluster has no device of class {hardware} (it has: "
                             f"{', '.join(classes) or 'none'}); start a device node with {node_command(hardware)}",
                             option="--cluster")
-        self.target, self.config, self.hardware = target_spec, config, hardware
+        self.target, self.config, self.hardware = target, config, hardware
         self.draws = DrawSeeds(config.seed)
         self.builders: list = []  # Ray actor handles, made by _grow
         self.devices: list = []
@@ -186,7 +187,7 @@ class RayEvaluator:
         keys = [(space.workload.ident, space.name, point_key(p)) for p in points]
         cfg = self.config
         job = (space.workload.ident, cfg.timing(final, cutoff_s), self.draws.seed(space.workload, final),
-               "cuda" if self.target["kind"] == "cuda" else "cpu")
+               "cuda" if self.target.kind == "cuda" else "cpu")
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
         run = lambda i: _Job(i, "run", (builds[i][0], job, run_timeout))  # noqa: E731
         results: list[Result | None] = [None] * len(points)
@@ -199,7 +200,7 @@ class RayEvaluator:
                 continue
             scheduled = schedule(space, point)
             if scheduled.ok:
-                jobs.append(_Job(i, "build", (scheduled.value, self.target)))
+                jobs.append(_Job(i, "build", (scheduled.value, self.target.spec)))
             else:
                 results[i] = build_failure(scheduled)
 

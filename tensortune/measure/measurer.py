@@ -16,13 +16,14 @@ from . import cores, tasks
 from .config import MeasureConfig
 from .pool import Outcome, WorkerPool
 from ..result import Result, Status
+from ..target import Target
 
 
 class Measurer:
     """The local evaluator (see evaluator.py): worker processes on this machine. One serves
     every task of a run (a model's kernels share it); close it, or use it as a context."""
 
-    def __init__(self, target: dict, config: MeasureConfig):
+    def __init__(self, target: Target, config: MeasureConfig):
         self.target, self.config = target, config
         self.tmp = tempfile.TemporaryDirectory(prefix="tensortune-")
         self.serial = itertools.count()
@@ -47,7 +48,7 @@ class Measurer:
         # a kernel past the cutoff is only timed once, so it may run 8x the cutoff at most
         # (enough for the careful timing of one just under it); slower ones are stopped
         run_timeout = min(cfg.run_timeout_s, max(cfg.min_run_timeout_s, 8 * cutoff_s))
-        device = "cuda" if self.target["kind"] == "cuda" else "cpu"
+        device = "cuda" if self.target.kind == "cuda" else "cpu"
         seed = self.draws.seed(space.workload, final)
         with cores.turn(alone=True):  # no other tensortune process builds or times meanwhile
             runs = self.runner.map([tasks.RunTask(space.workload.ident, paths[i], timing, seed, device)
@@ -79,7 +80,7 @@ class Measurer:
         Also used alone, for a batch that another machine runs."""
         outcomes = [schedule(space, p) for p in points]
         todo = [i for i, o in enumerate(outcomes) if o.ok]
-        jobs = [tasks.BuildTask(outcomes[i].value, self.target, paths[i]) for i in todo]
+        jobs = [tasks.BuildTask(outcomes[i].value, self.target.spec, paths[i]) for i in todo]
         with cores.turn(alone=False):  # alongside other processes' builds, never their timing
             built = self.builders.map(jobs, self.config.build_timeout_s)
         for i, outcome in zip(todo, built):

@@ -84,7 +84,7 @@ def best_schedules(model: ImportedModel, target: Target, db: Database) -> dict[s
                 for record in [db.best(task)] if record is not None and record.result.latency < limit]
         if kernel.tunable and best:
             record, task = min(best, key=lambda b: b[0].result.latency)
-            space = make_space(stored_space(task.space, record.label, target.spec), kernel.workload, target.spec)
+            space = make_space(stored_space(task.space, record.label, target), kernel.workload, target)
             schedule = space.apply(record.point)
             out[kernel.name] = (schedule.mod["main"], record.result.latency)
     return out
@@ -179,7 +179,7 @@ def _stored_choice(model: ImportedModel, target: Target, db: Database, seed: int
     kept, in_tvm, created = stored
     if db.latest_record([k.workload.key for k in model.all_kernels()], target.name, target.hardware) > created:
         return None
-    build = {"tvm": model, "torch ops": model.with_torch_ops}.get(kept) or torch_build(model, target.spec, in_tvm)
+    build = {"tvm": model, "torch ops": model.with_torch_ops}.get(kept) or torch_build(model, target, in_tvm)
     try:
         chosen = _build_best(build, target, db, seed) if build is not None else None
     except UserError:  # decide again, from every candidate
@@ -221,7 +221,7 @@ def _back_to_tvm(model: ImportedModel, target: Target, db: Database, seed: int, 
     for tried, (index, _) in enumerate(sorted(met, key=lambda site: site[1])[:MIX_TRIES]):
         if deadline is not None and time.perf_counter() > deadline:
             break
-        candidate = torch_build(model, target.spec, best.build.kept_in_tvm | {index})
+        candidate = torch_build(model, target, best.build.kept_in_tvm | {index})
         if candidate is None:  # every operation back in TVM: the all-TVM build, already timed
             continue
         progress(f"operation {index} back in TVM ({tried + 1} of {min(MIX_TRIES, len(met))})")
@@ -283,7 +283,7 @@ def with_schedules(model: ImportedModel, target: Target, funcs: dict):
 
     mod = tvm.IRModule(dict(model.mod.functions), attrs=model.mod.attrs)
     for kernel in model.kernels:
-        func = funcs.get(kernel.name) or DefaultSpace(kernel.workload, target.spec).apply({}).mod["main"]
+        func = funcs.get(kernel.name) or DefaultSpace(kernel.workload, target).apply({}).mod["main"]
         gv = mod.get_global_var(kernel.name)
         mod[gv] = func.without_attr("global_symbol").with_attrs(dict(model.mod[gv].attrs or {}))
     return mod

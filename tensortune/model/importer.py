@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import NotConvertible, UserError
+from ..target import Target
 from ..workloads.kernel import KernelWorkload
 from .fast_math import fast_math
 from .layout import TVM_WEIGHTS, channels_last, mark_layout_free
@@ -118,7 +119,7 @@ def _check_made(spec: str, made):
     return module.eval(), tuple(inputs)
 
 
-def import_model(name: str, module, example_inputs: tuple, target_spec: dict, torch_ops: bool = False,
+def import_model(name: str, module, example_inputs: tuple, target: Target, torch_ops: bool = False,
                  fixed_inputs: bool = False, winograd: bool = False) -> ImportedModel:
     """Export, convert, lower and fuse; a model that cannot make the way is a UserError that
     names the step and the cause. With `torch_ops` (CPU targets), also the build that calls
@@ -128,27 +129,27 @@ def import_model(name: str, module, example_inputs: tuple, target_spec: dict, to
     by default, as tuned at 16 trials a kernel they are slower than the direct ones
     (benchmarks/results/all_tvm.txt)."""
     relax_mod = to_relax(name, module, example_inputs)
-    cpu = target_spec["kind"] == "llvm"  # TVM's own kernels there read NHWC activations and HWIO weights
+    cpu = target.kind == "llvm"  # TVM's own kernels there read NHWC activations and HWIO weights
     if cpu:
         nhwc = channels_last(relax_mod, TVM_WEIGHTS)
-        mod = lower_and_fuse(to_winograd(nhwc) if winograd else nhwc, target_spec)
+        mod = lower_and_fuse(to_winograd(nhwc) if winograd else nhwc, target)
     else:
-        mod = lower_and_fuse(relax_mod, target_spec)
+        mod = lower_and_fuse(relax_mod, target)
     model = ImportedModel(name, module, tuple(example_inputs), mod, _kernels(mod), source=relax_mod,
                           fixed_inputs=fixed_inputs)
     if torch_ops and cpu:
-        model.with_torch_ops = torch_build(model, target_spec)
+        model.with_torch_ops = torch_build(model, target)
     return model
 
 
-def torch_build(model: ImportedModel, target_spec: dict, keep: frozenset[int] = frozenset()) -> ImportedModel | None:
+def torch_build(model: ImportedModel, target: Target, keep: frozenset[int] = frozenset()) -> ImportedModel | None:
     """The model calling torch for each operation torch implements but those numbered in
     `keep` (model.torch_ops.dispatch_to_torch), lowered and fused; None if that is none."""
     dispatched, met = dispatch_to_torch(model.source, keep)
     count = len(met) - len(keep)
     if not count:
         return None
-    mod = lower_and_fuse(dispatched, target_spec)
+    mod = lower_and_fuse(dispatched, target)
     return ImportedModel(model.name, model.module, model.example_inputs, mod, _kernels(mod), count, model.source, keep,
                          fixed_inputs=model.fixed_inputs, torch_sites=tuple(met))
 
@@ -227,7 +228,7 @@ def _squeeze(node, importer):
 CONVERTERS = {"cumsum.default": _cumsum, **dict.fromkeys(("squeeze.default", "squeeze.dim", "squeeze.dims"), _squeeze)}
 
 
-def lower_and_fuse(mod, target_spec: dict):
+def lower_and_fuse(mod, target: Target):
     """Fast math (model/fast_math.py), then TVM's lowering to TensorIR and fusion for the
     target (the passes tvm.compile runs), leaving every kernel unscheduled: for a GPU, TVM's own
     legalisation would also give each kernel its default schedule (DLight), and a scheduled
@@ -236,11 +237,12 @@ def lower_and_fuse(mod, target_spec: dict):
     import tvm
     from tvm import relax
 
-    target = tvm.target.Target(target_spec)
-    passes = [*relax.pipeline.library_dispatch_passes(target), *relax.backend.cpu_generic.pipeline.legalize_passes(target)]
-    with target:
+    tvm_target = tvm.target.Target(target.spec)
+    passes = [*relax.pipeline.library_dispatch_passes(tvm_target),
+              *relax.backend.cpu_generic.pipeline.legalize_passes(tvm_target)]
+    with tvm_target:
         mod = tvm.transform.Sequential(passes)(fast_math(mod))
-    return mark_layout_free(mod) if target_spec["kind"] == "llvm" else mod
+    return mark_layout_free(mod) if target.kind == "llvm" else mod
 
 
 def _kernels(mod) -> list[ModelKernel]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import UserError
+from ..target import Target
 
 
 @dataclass
@@ -88,7 +89,7 @@ def _plain(module, example_inputs: tuple):
 SPENT = "the compile budget was spent"
 
 
-def partition(graph, example_inputs: tuple, target_spec: dict, torch_ops: frozenset[str] = frozenset(),
+def partition(graph, example_inputs: tuple, target: Target, torch_ops: frozenset[str] = frozenset(),
               converts=None, deadline: float | None = None) -> Partitioned:
     """`graph` (from `capture`) split into TVM regions and PyTorch nodes. `torch_ops`: operator
     names (as `aten.gelu.default` or `gelu`) kept in PyTorch. `converts(module, inputs)` raises
@@ -97,7 +98,7 @@ def partition(graph, example_inputs: tuple, target_spec: dict, torch_ops: frozen
     partitioning does not settle is a UserError."""
     import time
 
-    converts = converts or Compiles(target_spec)
+    converts = converts or Compiles(target)
     refused = _refused_alone(graph, torch_ops, converts, deadline)
     for _ in range(len(graph.graph.nodes) + 1):  # each pass refuses a node or ends
         fused = _fuse(graph, torch_ops, refused)
@@ -399,11 +400,11 @@ class Compiles:
     _failed: dict[str, dict] = {}
     _probes: dict[str, dict] = {}
 
-    def __init__(self, target_spec: dict, db=None):
+    def __init__(self, target: Target, db=None):
         import json
 
-        self.target_spec, self.db = target_spec, db
-        self.key = json.dumps(target_spec, sort_keys=True)
+        self.target, self.db = target, db
+        self.key = json.dumps(target.spec, sort_keys=True)
         self.failed = self._failed.setdefault(self.key, {})
         self.probes = self._probes.setdefault(self.key, {})
         self.versions = _code_versions() if db is not None else ""
@@ -421,7 +422,7 @@ class Compiles:
     def __call__(self, module, inputs: tuple) -> None:
         from .importer import import_model
 
-        for kernel in import_model("region", module, inputs, self.target_spec).kernels:
+        for kernel in import_model("region", module, inputs, self.target).kernels:
             key = kernel.workload.key
             if key not in self.failed:
                 self.failed[key] = self._compile(kernel.workload)
@@ -436,8 +437,8 @@ class Compiles:
         from ..target import tvm_target
 
         try:
-            func = DefaultSpace(workload, self.target_spec).apply({}).mod["main"]
-            tvm.compile(tvm.IRModule({"main": func}), target=tvm_target(self.target_spec))
+            func = DefaultSpace(workload, self.target).apply({}).mod["main"]
+            tvm.compile(tvm.IRModule({"main": func}), target=tvm_target(self.target.spec))
         except Exception as err:  # TVM reports codegen failures as assorted exception types
             return f"{type(err).__name__}: {first_line(err)}"
         return ""

@@ -122,7 +122,7 @@ def _tune_model(model, target, db, config, measure, progress) -> ModelSummary:
             progress(states, done, config.trials)
         for state in tuned:
             if state.tuner.trials > state.tuner.past:  # a resumed, finished task is not re-timed
-                finish(state.tuner, measurer, target.spec, config.final_top, baselines=False)  # its default is the baseline
+                finish(state.tuner, measurer, target, config.final_top, baselines=False)  # its default is the baseline
     return ModelSummary(model, states, done, done - past, time.perf_counter() - start)
 
 
@@ -165,7 +165,7 @@ def _state(kernel: ModelKernel, target: Target, db: Database, config: TuneConfig
     default = stored_default(db, kernel.workload.key, target)
     if default is None:
         (default,) = record(measurer, db, default_task(kernel.workload.key, target),
-                            DefaultSpace(kernel.workload, target.spec), Label.DEFAULT, [{}])
+                            DefaultSpace(kernel.workload, target), Label.DEFAULT, [{}])
     if default.status is Status.BUILD_ERROR:  # nor will the model: say so now, not after tuning
         raise NotConvertible(f"{kernel.name} does not compile in TVM even at its default schedule "
                              f"({default.reason[:200]})")

@@ -164,7 +164,7 @@ def _kernels(db: Database, workload, task: Task, target) -> str:
     if best is None or target is None:
         return _h(3, "Kernels") + _note("no correct kernel to show") + _pre(naive)
     try:
-        space = make_space(stored_space(task.space, best.label, target.spec), workload, target.spec)
+        space = make_space(stored_space(task.space, best.label, target), workload, target)
         tuned = space.apply(best.point).mod.script()
     except Exception as err:  # the space may not rebuild here (another TVM, another machine): say so
         tuned = f"could not rebuild the best kernel here: {type(err).__name__}: {err}"

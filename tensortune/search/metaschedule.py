@@ -17,6 +17,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..target import Target
+
 NAME = "metaschedule"
 # the level of what MetaSchedule prints on the console (its task tables are INFO); its work
 # directory's logs/ keep everything whatever this is. The CLI lowers it to WARNING unless --verbose.
@@ -50,7 +52,7 @@ def work_dir(db_path: str, task) -> Path:
     return Path(db_path).with_name(Path(db_path).name + ".metaschedule") / digest
 
 
-def run_metaschedule(workload, target_spec: dict, trials: int, threads: int, folder: Path, seed: int) -> float:
+def run_metaschedule(workload, target: Target, trials: int, threads: int, folder: Path, seed: int) -> float:
     """`trials` more of MetaSchedule's own trials, recorded in `folder`; returns its wall seconds."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
@@ -59,17 +61,17 @@ def run_metaschedule(workload, target_spec: dict, trials: int, threads: int, fol
 
     # here and, first thing, in each build worker: its default build then imports no other
     # target's intrinsics (the builds are of scheduled modules; nothing looks them up)
-    load_intrinsics(target_spec["kind"])
+    load_intrinsics(target.kind)
     os.environ["TVM_NUM_THREADS"] = str(threads)  # its runner processes inherit this
     folder.mkdir(parents=True, exist_ok=True)
     # tune_tir sets its console handler to its logger's level, and that logger to DEBUG after
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(CONSOLE_LEVEL)
     start = time.perf_counter()
     with _stdout_to_stderr():
-        ms.tune_tir(tvm.IRModule({"main": workload.prim_func()}), tvm.target.Target(target_spec), str(folder),
+        ms.tune_tir(tvm.IRModule({"main": workload.prim_func()}), tvm.target.Target(target.spec), str(folder),
                     max_trials_global=trials, num_trials_per_iter=TRIALS_PER_ROUND, seed=seed + 1,  # 0: unseeded
                     builder=ms.builder.LocalBuilder(max_workers=threads, timeout_sec=BUILD_TIMEOUT_S,
-                                                    initializer=functools.partial(load_intrinsics, target_spec["kind"])),
+                                                    initializer=functools.partial(load_intrinsics, target.kind)),
                     runner=ms.runner.LocalRunner(timeout_sec=60), num_tuning_cores=threads)
     return time.perf_counter() - start
 

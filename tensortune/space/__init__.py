@@ -9,7 +9,7 @@ from importlib import import_module
 
 from ..errors import UserError
 from ..result import BASELINES, Label
-from ..target import GpuLimits
+from ..target import GpuLimits, Target
 from .base import KnobSpace
 
 # the spaces a user picks by name (module:class), and the target kind a template space fits
@@ -23,25 +23,25 @@ FITS = KIND | {"cuda-tensorcore": "cuda"}  # the spaces that fit one target kind
 INTERNAL = {"default": "default:DefaultSpace", "metaschedule-trace": "sketch:TraceSpace"}
 
 
-def default_space(workload, target_spec: dict) -> str:
+def default_space(workload, target: Target) -> str:
     """The target's template space; on CUDA, for a matrix multiply of float16 or bfloat16
     operands the tensor-core template, and for another operator with such inputs the sketch
     space (MetaSchedule's tensor-core rules, with ours for bfloat16)."""
-    if target_spec["kind"] == "cuda":
+    if target.kind == "cuda":
         from .cuda_tensor_core import unfit
 
         if unfit(workload) is None:
             return "cuda-tensorcore"
         if any(dtype in ("float16", "bfloat16") for _, dtype in workload.io_specs()[0]):
             return "sketch"
-    return TEMPLATES[target_spec["kind"]]
+    return TEMPLATES[target.kind]
 
 
-def check_fits(name: str, target_spec: dict | None) -> None:
+def check_fits(name: str, target: Target | None) -> None:
     """A known space that can schedule for the target's kind, or a UserError saying which can."""
     if name not in SPACES:
         raise UserError(f"unknown space '{name}'; known: {', '.join(SPACES)}", option="--space")
-    kind = (target_spec or {}).get("kind")
+    kind = target.kind if target else None
     if kind and FITS.get(name, kind) != kind:
         raise UserError(f"space '{name}' does not fit a {kind} target; for it use {TEMPLATES[kind]} or sketch",
                         option="--space")
@@ -52,25 +52,25 @@ def space_class(name: str) -> type[KnobSpace]:
     return getattr(import_module(f".{module}", __name__), cls)
 
 
-def make_space(name: str, workload, target_spec: dict | None = None) -> KnobSpace:
-    """`target_spec` (TVM's dict form) is needed by target-derived spaces ('sketch', and
-    'cuda-template' for the GPU's limits)."""
+def make_space(name: str, workload, target: Target | None = None) -> KnobSpace:
+    """`target` is needed by target-derived spaces ('sketch', 'default', and the CUDA
+    templates for the GPU's limits)."""
     if name == "default":
-        return space_class(name)(workload, target_spec)
+        return space_class(name)(workload, target)
     if name == "metaschedule-trace":
-        return space_class(name)(space_class("sketch")(workload, target_spec))
-    check_fits(name, target_spec)
+        return space_class(name)(space_class("sketch")(workload, target))
+    check_fits(name, target)
     if name == "sketch":
-        return space_class(name)(workload, target_spec)
+        return space_class(name)(workload, target)
     if name in ("cuda-template", "cuda-tensorcore"):  # the GPU's limits
-        return space_class(name)(workload, GpuLimits.from_target(target_spec) if target_spec else GpuLimits())
+        return space_class(name)(workload, GpuLimits.from_target(target.spec) if target else GpuLimits())
     return space_class(name)(workload)
 
 
-def stored_space(space: str, label: Label, target_spec: dict) -> str:
+def stored_space(space: str, label: Label, target: Target) -> str:
     """The space of a stored record's point, for a task in `space`: naive and hand records
     hold points of the target's template space, whatever the task's (see tuning/tuner.finish)."""
-    return TEMPLATES[target_spec["kind"]] if label in BASELINES else space
+    return TEMPLATES[target.kind] if label in BASELINES else space
 
 
 __all__ = ["INTERNAL", "KIND", "SPACES", "TEMPLATES", "KnobSpace", "check_fits", "make_space", "space_class",

@@ -8,6 +8,7 @@ rules, as TVM's own CUDA pipeline applies them. The space has one point, `{}`.
 from __future__ import annotations
 
 from ..points import InvalidPoint, Point
+from ..target import Target
 from .base import KnobSpace, first_line
 
 
@@ -17,8 +18,8 @@ class DefaultSpace(KnobSpace):
 
     name = "default"
 
-    def __init__(self, workload, target_spec: dict):
-        self.workload, self.target_spec = workload, target_spec
+    def __init__(self, workload, target: Target):
+        self.workload, self.target = workload, target
         super().__init__([])
 
     def named(self, name: str) -> Point:
@@ -31,13 +32,13 @@ class DefaultSpace(KnobSpace):
         from tvm import s_tir
 
         mod = tvm.IRModule({"main": self.workload.prim_func()})
-        if self.target_spec["kind"] == "cuda":
+        if self.target.kind == "cuda":
             from tvm.s_tir import dlight as dl
 
             rules = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
                                             dl.gpu.GeneralReduction(), dl.gpu.Fallback())
             try:
-                with tvm.target.Target(self.target_spec):
+                with tvm.target.Target(self.target.spec):
                     mod = rules(mod)
             except Exception as err:  # TVM reports schedule errors as assorted exception types
                 raise InvalidPoint(f"DLight cannot schedule {self.workload.key}: {first_line(err)}") from None

@@ -21,6 +21,7 @@ import tempfile
 from contextlib import contextmanager
 
 from ..points import InvalidPoint, Point
+from ..target import Target
 from .base import KnobSpace, first_line
 from .knobs import Choice, PerfectTile
 
@@ -40,21 +41,21 @@ MUTATION_WEIGHTS = {"PerfectTile": 0.9, "ComputeLocation": 0.05, "Categorical": 
 BFLOAT16_ALIGN_WARNING = "StorageAlign is not applied for data type bfloat16"
 
 
-def _context(workload, target_spec: dict, seed: int):
+def _context(workload, target: Target, seed: int):
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     from ..target import load_intrinsics
 
-    load_intrinsics(target_spec["kind"])
+    load_intrinsics(target.kind)
     func = _without_schedule_rules(workload.prim_func())
     generator = ms.space_generator.PostOrderApply()
-    if target_spec["kind"] == "cuda" and any(dtype == "bfloat16" for _, dtype in workload.io_specs()[0]):
+    if target.kind == "cuda" and any(dtype == "bfloat16" for _, dtype in workload.io_specs()[0]):
         from .cuda_tensor_core import bfloat16_rules
 
         generator = ms.space_generator.PostOrderApply(sch_rules=bfloat16_rules(), postprocs="cuda-tensorcore",
                                                       mutator_probs="cuda-tensorcore")
-    return ms.TuneContext(mod=tvm.IRModule({"main": func}), target=tvm.target.Target(target_spec),
+    return ms.TuneContext(mod=tvm.IRModule({"main": func}), target=tvm.target.Target(target.spec),
                           space_generator=generator, task_name=workload.key, rand_state=seed)
 
 
@@ -97,13 +98,13 @@ def _decisions(trace) -> list:
 class SketchSpace(KnobSpace):
     name = "sketch"
 
-    def __init__(self, workload, target_spec: dict):
-        self.workload, self.target_kind, self.target_spec = workload, target_spec["kind"], target_spec
-        ctx = _context(workload, target_spec, seed=1)
+    def __init__(self, workload, target: Target):
+        self.workload, self.target_kind, self.target = workload, target.kind, target
+        ctx = _context(workload, target, seed=1)
         self.mod, self.postprocs = ctx.mod, list(ctx.space_generator.postprocs)
         with _dropping(BFLOAT16_ALIGN_WARNING):
             self.traces = [s.trace for s in ctx.generate_design_space()]
-            variants = [[s.trace for s in _context(workload, target_spec, seed).generate_design_space()]
+            variants = [[s.trace for s in _context(workload, target, seed).generate_design_space()]
                         for seed in range(2, LOCATION_SAMPLES + 1)]
         if not self.traces:
             raise InvalidPoint(f"MetaSchedule generated no design space for {workload.key}")
@@ -173,7 +174,7 @@ class SketchSpace(KnobSpace):
         from ..target import GpuLimits
         from .cuda_template import limit_exceeded, resources, threads_per_block
 
-        why = limit_exceeded(GpuLimits.from_target(self.target_spec), resources(sch), threads_per_block(sch.mod["main"].body))
+        why = limit_exceeded(GpuLimits.from_target(self.target.spec), resources(sch), threads_per_block(sch.mod["main"].body))
         return why and f"{why} (MetaSchedule's VerifyGPUCode)"
 
 

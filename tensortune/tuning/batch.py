@@ -98,12 +98,12 @@ def export_batch(workloads: list[Workload], target: Target, out: Path, count: in
     (the final timing) after every check layer this machine would run."""
     config = config or MeasureConfig()
     tuned, baselines = {wl.key for wl in workloads}, {wl.key for wl in defaults}
-    with Measurer(target.spec, config) as measurer:
+    with Measurer(target, config) as measurer:
         writer = BatchWriter(out, target, measurer, config.timing(final=True), model)
         for wl in {wl.key: wl for wl in [*defaults, *workloads]}.values():
-            batches = ([(DefaultSpace(wl, target.spec), [(Label.DEFAULT, {})])] if wl.key in baselines else [])
+            batches = ([(DefaultSpace(wl, target), [(Label.DEFAULT, {})])] if wl.key in baselines else [])
             if wl.key in tuned:
-                knobs = make_space(space or default_space(wl, target.spec), wl, target.spec)
+                knobs = make_space(space or default_space(wl, target), wl, target)
                 batches.append((knobs, choose_points(knobs, (counts or {}).get(wl.key, count), seed)))
             for knob_space, labelled in batches:
                 writer.add(knob_space, labelled, config.seed, floor_s(wl, target))

@@ -85,7 +85,7 @@ def tune_shapes(workloads: list[Workload], target: Target, db: Database, config:
     """Tune every shape (config.trials each), time each shape's `top` best schedules at every
     shape together, and choose from those times the single schedule and a table of at most `k`."""
     tasks = []
-    spaces = [make_space(config.space, wl, target.spec) for wl in workloads]
+    spaces = [make_space(config.space, wl, target) for wl in workloads]
     with make_evaluator(target, measure) as evaluator:  # one set of workers for every shape
         for n, wl in enumerate(workloads, 1):
             progress(f"shape {n} of {len(workloads)}, {wl.key}: tuning ({config.trials} trials)")

@@ -78,7 +78,7 @@ def task_tuner(workload: Workload, target: Target, db: Database, config: TuneCon
                strategy=None) -> TaskTuner:
     """The round state of a task as `config` says (its space and strategy unless given); with
     `config.warm_start_family`, the strategy also learns from other shapes' records."""
-    space = space or make_space(config.space, workload, target.spec)
+    space = space or make_space(config.space, workload, target)
     strategy = strategy or make_strategy(config.strategy, space, config.seed, dict(config.options))
     tuner = TaskTuner(Task(workload.key, target.name, target.hardware, space.name), space, strategy, db,
                       floor=floor_s(workload, target), cutoff=config.cutoff)
@@ -106,7 +106,7 @@ def tune(workload: Workload, target: Target, db: Database, config: TuneConfig,
                                                                                   config.trials - tuner.trials)):
                 progress(tuner.trials, config.trials, tuner.best)
             tuning_s = time.perf_counter() - start if tuning_s is None else tuning_s
-            finals = finish(tuner, measurer, target.spec, config.final_top)
+            finals = finish(tuner, measurer, target, config.final_top)
     summary = _summary(workload, tuner, measure, finals, tuning_s)
     summary.proposals = tuner.strategy.proposals()
     if len(config.objectives) > 1:  # from every stored trial of the task, whichever run measured it
@@ -120,25 +120,25 @@ def _metaschedule_tuner(workload, target, db, config, measure) -> tuple[TaskTune
     interrupted run resumes); its recorded traces, in measurement order, are then the points
     of a Given strategy: re-verified and re-timed by our rounds, each once. Returns the round
     state and MetaSchedule's own tuning seconds (0 when it had nothing left to do)."""
-    space = make_space(TraceSpace.name, workload, target.spec)
+    space = make_space(TraceSpace.name, workload, target)
     tuner = task_tuner(workload, target, db, config, space, Given(space))
     folder = metaschedule.work_dir(db.path, tuner.task)
     missing = config.trials - len(metaschedule.recorded_traces(folder))
     tuning_s = 0.0
     if missing > 0 and tuner.past < config.trials:  # a finished run is not repeated
-        tuning_s = metaschedule.run_metaschedule(workload, target.spec, missing, measure.threads, folder, config.seed)
+        tuning_s = metaschedule.run_metaschedule(workload, target, missing, measure.threads, folder, config.seed)
     tuner.strategy.give([{"trace": t} for t in metaschedule.recorded_traces(folder)])
     return tuner, tuning_s
 
 
-def finish(tuner: TaskTuner, evaluator: Evaluator, target_spec: dict, top: int,
+def finish(tuner: TaskTuner, evaluator: Evaluator, target: Target, top: int,
            baselines: bool = True) -> dict[str, list]:
     """Time naive and hand (from the target's template space, whatever the search space;
     unless `baselines` is False: a model's kernel, whose baseline is its stored default) and
     the `top` best search results in one sitting, with the final settings, each stored."""
     out: dict[str, list] = {}
     if baselines:
-        template = make_space(TEMPLATES[target_spec["kind"]], tuner.space.workload, target_spec)
+        template = make_space(TEMPLATES[target.kind], tuner.space.workload, target)
         labelled, out = _baselines(template)
         results = record(evaluator, tuner.db, tuner.task, template, [l for l, _ in labelled],
                          [p for _, p in labelled], final=True)
