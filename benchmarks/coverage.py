@@ -220,17 +220,9 @@ def tuned_line(row: dict) -> str:
 
 def in_child(name: str, timeout: float) -> dict:
     """`measure` in a fresh process, within `timeout` seconds."""
-    start = time.perf_counter()
-    try:
-        done = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"model": name, "failed": f"no result within {timeout:.0f} s"}
-    if done.returncode != 0:
-        last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or ["no message"]
-        return {"model": name, "failed": f"exit {done.returncode}: {last[0][:200]}"}
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["child_s"] = time.perf_counter() - start
-    return result
+    from children import in_child as run
+
+    return run(__file__, name, timeout)
 
 
 def why_left(row: dict) -> str:

@@ -28,10 +28,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
+from children import in_child
 from provenance import header, publish
 
 THREADS = len(os.sched_getaffinity(0))
@@ -118,10 +118,9 @@ def main() -> None:
     head = header(THREADS)
     rows = []
     for name in args.models:
-        done = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True)
-        if done.returncode:
-            sys.exit(f"error: {name} failed: {done.stderr.strip().splitlines()[-1:]}")
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        rows.append(in_child(__file__, name))
+        if "failed" in rows[-1]:
+            sys.exit(f"error: {name} failed: {rows[-1]['failed']}")
         print(f"{name} done", file=sys.stderr)
     publish(table(rows, head), args.out)
 
