@@ -14,8 +14,12 @@ Per model, in a process of its own, timed in turn (interleaved rounds, medians):
 - free tensors: a copy of the module compiled under `torch._dynamo.config.install_free_tensors`
   (the parameters become attributes of the graph, not inputs dynamo gathers each call);
 - floor: the module through `torch.compile` with a backend that returns the outputs computed
-  once: dynamo's call alone, the graph's work left out.
-"dynamo" is compiled minus graph: what any backend's build pays on top of its own graph.
+  once: dynamo's call alone, the graph's work left out;
+- ours direct: what tensortune's backend returned for the graph (default mode, an empty
+  database), called directly with dynamo's inputs; ours compiled: the module through
+  `torch.compile` with that backend.
+"dynamo" is compiled minus graph: what any backend's build pays on top of its own graph; "on
+ours" the same for tensortune's backend (ours compiled minus ours direct).
 The guards read each parameter's tensor and the modules' dictionaries after the graph's work
 has pushed them out of the caches; the floor, with no work between calls, does not see that.
 
@@ -29,6 +33,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 from children import in_child
@@ -41,9 +46,10 @@ ROUND_S = 0.3  # seconds each variant is called for, per round
 
 
 def measure(name: str) -> dict:
-    """The model's four timings (seconds per call) and its graph's input count."""
+    """The model's timings (seconds per call, by variant) and its graph's input count."""
     import torch
 
+    from tensortune import backend as tensortune_backend
     from tensortune.model import zoo
 
     torch.set_num_threads(THREADS)
@@ -58,17 +64,24 @@ def measure(name: str) -> dict:
         outputs = gm(*example_inputs)
         return lambda *_: outputs
 
+    def tensortune(gm, example_inputs):
+        seen["ours"], seen["ours inputs"] = ours_backend(gm, example_inputs), example_inputs
+        return seen["ours"]
+
     compiled = torch.compile(module, backend=identity, dynamic=False)
     floor = torch.compile(zoo.ZOO[name]()[0], backend=constant, dynamic=False)
     free = torch.compile(zoo.ZOO[name]()[0], backend="eager", dynamic=False)
-    with torch.no_grad():
-        compiled(*inputs), floor(*inputs)
+    ours = torch.compile(zoo.ZOO[name]()[0], backend=tensortune, dynamic=False)
+    with torch.no_grad(), tempfile.TemporaryDirectory() as tmp:
+        ours_backend = tensortune_backend(db=f"{tmp}/empty.db", progress=False)
+        compiled(*inputs), floor(*inputs), ours(*inputs)
         graph, graph_inputs = seen["graph"], seen["inputs"]
         with torch._dynamo.config.patch(install_free_tensors=True):
             free(*inputs)
         calls = {"eager": lambda: module(*inputs), "graph": lambda: graph(*graph_inputs),
                  "compiled": lambda: compiled(*inputs), "unguarded": lambda: _unguarded(compiled, inputs),
-                 "free tensors": lambda: free(*inputs), "floor": lambda: floor(*inputs)}
+                 "free tensors": lambda: free(*inputs), "floor": lambda: floor(*inputs),
+                 "ours direct": lambda: seen["ours"](*seen["ours inputs"]), "ours compiled": lambda: ours(*inputs)}
         times = {key: [] for key in calls}
         for _ in range(ROUNDS):
             for key, call in calls.items():
@@ -96,25 +109,36 @@ def table(rows: list[dict], head: list[str]) -> str:
     lines = head + ["every variant timed in turn in one process per model (%d rounds of %.1f s, medians); "
                     "dynamo = compiled - graph" % (ROUNDS, ROUND_S), "",
                     f"{'model':14}{'inputs':>7}{'eager ms':>10}{'graph ms':>10}{'compiled':>10}{'unguarded':>10}"
-                    f"{'free t.':>10}{'floor ms':>10}{'dynamo ms':>11}{'of graph':>10}"]
+                    f"{'free t.':>10}{'floor ms':>10}{'dynamo ms':>11}{'of graph':>10}"
+                    f"{'ours dir':>10}{'ours com':>10}{'on ours':>9}{'of ours':>9}"]
     for r in rows:
-        dynamo = r["compiled"] - r["graph"]
+        dynamo, on_ours = r["compiled"] - r["graph"], r["ours compiled"] - r["ours direct"]
         lines.append(f"{r['model']:14}{r['graph_inputs']:>7}{r['eager'] * 1e3:>10.3f}{r['graph'] * 1e3:>10.3f}"
                      f"{r['compiled'] * 1e3:>10.3f}{r['unguarded'] * 1e3:>10.3f}{r['free tensors'] * 1e3:>10.3f}"
-                     f"{r['floor'] * 1e3:>10.3f}{dynamo * 1e3:>11.3f}"
-                     f"{dynamo / r['graph']:>10.1%}")
+                     f"{r['floor'] * 1e3:>10.3f}{dynamo * 1e3:>11.3f}{dynamo / r['graph']:>10.1%}"
+                     f"{r['ours direct'] * 1e3:>10.3f}{r['ours compiled'] * 1e3:>10.3f}"
+                     f"{on_ours * 1e3:>9.3f}{on_ours / r['ours direct']:>9.1%}")
     return "\n".join(lines)
+
+
+def zoo_models() -> list[str]:
+    from tensortune.model import zoo
+
+    return list(zoo.ZOO)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), metavar="MODEL")
+    parser.add_argument("--models", nargs="+", default=list(MODELS), metavar="MODEL", help="zoo models")
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child)))
         return
+    unknown = sorted(set(args.models) - set(zoo_models()))
+    if unknown:
+        sys.exit(f"error: no zoo model {', '.join(unknown)}; the zoo has: {', '.join(zoo_models())}")
     head = header(THREADS)
     rows = []
     for name in args.models:

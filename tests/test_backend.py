@@ -89,6 +89,31 @@ def test_a_graph_break_compiles_both_graphs_each_of_one_region_raced_with_eager_
     assert "region" not in labels and labels.count("graph") >= 2 * 3  # ROUNDS timings of each graph
 
 
+def test_parameters_are_guarded_by_their_modules_tags_in_the_frames_it_compiles_only(tmp_path, monkeypatch):
+    """Dynamo builds the guards of the frame the backend compiled with parameters checked by
+    their modules' dictionary tags (one check a module, not one a tensor); the user's setting is
+    back by the first call, so a frame another backend compiles after it gets the user's. The
+    weights are frozen into the build: one replaced after the compile is not seen."""
+    import torch._dynamo.config as dynamo
+    from torch._dynamo.guards import GuardManagerWrapper
+
+    tagged = []
+    find = GuardManagerWrapper.find_tag_safe_roots
+    monkeypatch.setattr(GuardManagerWrapper, "find_tag_safe_roots", lambda self: tagged.append(1) or find(self))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        expected = model(x)
+        assert torch.allclose(fast(x), expected, atol=1e-5) and len(backend.regions) == 1
+        assert tagged == [1] and dynamo.use_recursive_dict_tags_for_guards is False
+        torch.compile(nn.Linear(16, 2), backend="eager")(x)
+        assert tagged == [1]
+        model[2].weight = nn.Parameter(torch.randn(4, 16))
+        assert torch.allclose(fast(x), expected, atol=1e-5) and len(backend.regions) == 1
+
+
 def test_named_operators_stay_in_torch(tmp_path):
     model, x = with_erfinv()
     fast, backend = compiled(model, db=str(tmp_path / "t.db"), torch_ops=("tanh",))

@@ -627,28 +627,33 @@ def test_layer_norms_and_channels_last_max_pools_on_enough_elements_call_torchs_
 
 
 class AudioFront(torch.nn.Module):
-    """Two strided 1-D convolutions with GELU, as wav2vec2's feature encoder begins; the second
-    grouped and padded on both sides."""
+    """Two strided 1-D convolutions with GELU, as wav2vec2's feature encoder begins: the first
+    group-normed (groups of 2 channels), the second grouped and padded on both sides."""
 
     def __init__(self):
         super().__init__()
         self.a, self.b = torch.nn.Conv1d(1, 8, 10, stride=5), torch.nn.Conv1d(8, 8, 3, stride=2, padding=1, groups=2)
+        self.norm = torch.nn.GroupNorm(4, 8)
 
     def forward(self, x):
-        return torch.nn.functional.gelu(self.b(torch.nn.functional.gelu(self.a(x))))
+        return torch.nn.functional.gelu(self.b(torch.nn.functional.gelu(self.norm(self.a(x)))))
 
 
-def test_one_axis_convolutions_call_torchs_conv1d_and_match():
+def test_one_axis_convolutions_and_group_norms_call_torchs_and_match(monkeypatch):
     """Each conv1d becomes a call of torch's conv1d in the build calling torch (TVM's untuned
-    conv1d kernels ran wav2vec2's encoder 10x slower than eager); the GELUs stay TVM kernels;
-    the build matches torch."""
+    conv1d kernels ran wav2vec2's encoder 10x slower than eager), and the group norm, on enough
+    elements (SMALL: 100 for this test), a call of torch's group_norm; the GELUs stay TVM
+    kernels; the build matches torch."""
     from tensortune.model import torch_ops
 
+    monkeypatch.setattr(torch_ops, "SMALL", 100)
     torch.manual_seed(0)
     target = make_target("cpu", 2)
     model = import_model("audio", AudioFront().eval(), (torch.randn(1, 1, 400),), target, torch_ops=True)
-    assert str(model.with_torch_ops.mod["main"]).count(f'"{torch_ops.CONV1D}"') == 2
-    assert "erf" in " ".join(k.name for k in model.with_torch_ops.kernels)
+    source = str(model.with_torch_ops.mod["main"])
+    assert [source.count(f'"{name}"') for name in (torch_ops.CONV1D, torch_ops.GROUP_NORM)] == [2, 1]
+    kernels = " ".join(k.name for k in model.with_torch_ops.kernels)
+    assert "erf" in kernels and "group_norm" not in kernels, kernels
     torch_ops.register()
     assert build_checked(model.with_torch_ops, target, {}, {}, seed=1).error <= tolerance("float32")
 

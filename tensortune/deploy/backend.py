@@ -171,7 +171,31 @@ class Backend:
             self.eager_operators += sum(operator_count(r.eager) for r in kept)
             return gm.forward
         self.regions += kept
-        return compiled
+        return _tag_guarded(compiled)
+
+
+def _tag_guarded(compiled: Callable) -> Callable:
+    """`compiled`, with dynamo's guards for this frame built to check the module's parameters by
+    their dictionaries' tags (`torch._dynamo.config.use_recursive_dict_tags_for_guards`): a
+    check per module instead of one per tensor. Dynamo builds a frame's guards after its backend
+    returns and before the frame first runs, so the setting is made now and the user's own
+    restored at the first call. The weights are frozen into the build already, so a tensor
+    changed in place without its module's dictionary changing goes unseen either way. Without
+    it, MobileNetV2's 263 parameter checks after each call's work had pushed them out of the
+    caches cost about a tenth of its tuned build's time (benchmarks/dynamo_cost.py)."""
+    import torch._dynamo.config as dynamo
+
+    users = dynamo.use_recursive_dict_tags_for_guards
+    dynamo.use_recursive_dict_tags_for_guards = True
+    restored = False
+
+    def call(*args):
+        nonlocal restored
+        if not restored:
+            dynamo.use_recursive_dict_tags_for_guards, restored = users, True
+        return compiled(*args)
+
+    return call
 
 
 def _refusal(example_inputs) -> str:

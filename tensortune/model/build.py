@@ -289,15 +289,15 @@ def with_schedules(model: ImportedModel, target: Target, funcs: dict):
     return mod
 
 
-def lowering(spec):
-    """TVM's passes after fusion (lowering the dataflow, memory planning) for the target, as
-    a pipeline. TVM 0.27's `relax.pipeline.dataflow_lower_passes` fails for CPUs (not
-    exported there), so each backend's own lists are used."""
+def lowering(for_target):
+    """TVM's passes after fusion (lowering the dataflow, memory planning) for `for_target` (a
+    tvm.target.Target), as a pipeline. TVM 0.27's `relax.pipeline.dataflow_lower_passes`
+    fails for CPUs (not exported there), so each backend's own lists are used."""
     import tvm
     from tvm import relax
 
-    backend = relax.backend.cuda.pipeline if spec.kind.name == "cuda" else relax.backend.cpu_generic.pipeline
-    return tvm.transform.Sequential(backend.dataflow_lower_passes(spec) + backend.finalize_passes(spec))
+    backend = relax.backend.cuda.pipeline if for_target.kind.name == "cuda" else relax.backend.cpu_generic.pipeline
+    return tvm.transform.Sequential(backend.dataflow_lower_passes(for_target) + backend.finalize_passes(for_target))
 
 
 def fresh_case(model: ImportedModel, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:

@@ -35,8 +35,9 @@ CONV2D = PREFIX + "conv2d"
 CONV1D = PREFIX + "conv1d"
 MATMUL = PREFIX + "matmul"
 LAYER_NORM = PREFIX + "layer_norm"
+GROUP_NORM = PREFIX + "group_norm"
 MAX_POOL2D = PREFIX + "max_pool2d"
-PLAIN = (CONV2D, CONV1D, MATMUL, LAYER_NORM, MAX_POOL2D)  # torch's plain operators, called as they are
+PLAIN = (CONV2D, CONV1D, MATMUL, LAYER_NORM, GROUP_NORM, MAX_POOL2D)  # torch's plain operators, called as they are
 ATTENTION = PREFIX + "attention"
 # A call into torch costs about 10 us of Python (the FFI, DLPack views, torch's dispatch, a view
 # program's steps; the FFI's share fell from 7 us to 2.4 with tvm_ffi's conversion in C,
@@ -93,13 +94,17 @@ def _torch_calls() -> dict:
     def layer_norm(x, gamma, beta, axes, epsilon):
         return torch.nn.functional.layer_norm(x, x.shape[-axes:], gamma, beta, epsilon).contiguous()
 
+    def group_norm(x, gamma, beta, groups, epsilon):
+        return torch.nn.functional.group_norm(x, groups, gamma, beta, epsilon).contiguous()
+
     def max_pool2d(x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w):
         # NHWC in and out: torch's channels-last kernel, on NCHW views of the same memory
         out = torch.nn.functional.max_pool2d(x.permute(0, 3, 1, 2), (kernel_h, kernel_w),
                                              (stride_h, stride_w), (pad_h, pad_w), (dilation_h, dilation_w))
         return out.permute(0, 2, 3, 1).contiguous()
 
-    return {CONV2D: conv2d, CONV1D: conv1d, MATMUL: matmul, LAYER_NORM: layer_norm, MAX_POOL2D: max_pool2d, ATTENTION: attention,
+    return {CONV2D: conv2d, CONV1D: conv1d, MATMUL: matmul, LAYER_NORM: layer_norm, GROUP_NORM: group_norm,
+            MAX_POOL2D: max_pool2d, ATTENTION: attention,
             **{FUSED[name]: getattr(onednn, name) for name in FUSED}}
 
 
@@ -261,7 +266,8 @@ def _torch_call(call):
     float32 matmul (attention's, whose operands are both activations), a convolution over one
     axis (wav2vec2's feature encoder: TVM's untuned conv1d kernels 10x slower), and on an input of at
     least SMALL elements a layer norm over the trailing axes (BERT layer's two: 0.177 ms in
-    torch, 0.485 in TVM, in models.py's profiles) or a max pool in NHWC (torch's channels-last
+    torch, 0.485 in TVM, in models.py's profiles), a group norm over channels first (wav2vec2's
+    feature encoder's, whose untuned TVM kernel is serial) or a max pool in NHWC (torch's channels-last
     kernel; in NCHW torch's is far slower and TVM keeps it)."""
     import tvm
     from tvm import relax
@@ -280,6 +286,9 @@ def _torch_call(call):
     if name == "relax.nn.layer_norm" and attrs.center and attrs.scale and _trailing(attrs.axes, len(call.ty.shape)):
         return relax.call_pure_packed(LAYER_NORM, *call.args, ints(len(attrs.axes)), relax.prim_value(float(attrs.epsilon)),
                                       ty_args=call.ty)
+    if name == "relax.nn.group_norm" and attrs.center and attrs.scale and _channels_first(attrs, len(call.ty.shape)):
+        return relax.call_pure_packed(GROUP_NORM, *call.args, ints(int(attrs.num_groups)),
+                                      relax.prim_value(float(attrs.epsilon)), ty_args=call.ty)
     if name == "relax.nn.max_pool2d" and _torch_pool(attrs):
         geometry = [*attrs.pool_size, *attrs.strides, *attrs.padding[:2], *attrs.dilation]
         return relax.call_pure_packed(MAX_POOL2D, call.args[0], *(ints(int(v)) for v in geometry), ty_args=call.ty)
@@ -289,6 +298,12 @@ def _torch_call(call):
 def _trailing(axes, rank: int) -> bool:
     """Whether `axes` are the last len(axes) axes of a tensor of rank `rank`."""
     return sorted(int(a) % rank for a in axes) == list(range(rank - len(axes), rank))
+
+
+def _channels_first(attrs, rank: int) -> bool:
+    """Whether torch's group_norm computes this one: channels on axis 1, normalized with every
+    axis after it."""
+    return int(attrs.channel_axis) == 1 and sorted(int(a) % rank for a in attrs.axes) == list(range(2, rank))
 
 
 def _torch_conv1d(attrs) -> bool:
