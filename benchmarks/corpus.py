@@ -124,14 +124,12 @@ def resolve(text: str, target):
 
 
 def trained_on(target) -> set[str]:
-    """The workload keys the packaged cost model for the target's kind learned from (its tasks'
-    tables): a comparison on one of them measures recall, not search."""
+    """The workload keys the packaged cost model for the target's kind learned from (pretrain.py
+    stores them with it): a comparison on one of them measures recall, not search."""
     from tensortune.costmodel import pretrained
 
     model = pretrained(target.kind)
-    names = set(model.info.get("tasks", [])) if model else set()
-    tables = [load_table(task) for task in TRAINING if task.name in names]
-    return {table.workload for table in tables if table is not None}  # the key each table was measured under
+    return set(model.info.get("keys", [])) if model else set()
 
 
 _KERNELS: dict[tuple[str, str], dict] = {}  # (model, target) -> its kernels, imported once per process

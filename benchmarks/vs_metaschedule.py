@@ -23,11 +23,12 @@ comparison would measure its recall, not the search), and each table's header sa
 workload was seen.
 
 Resumable: with --runs FILE.jsonl every (workload, configuration, seed) run is appended to the
-file as it ends, with the machine and the code revision that measured it; run the same command
-again and the runs already in the file for this machine kind (CPU model and threads) are
-skipped. The tables pool only runs of this machine kind. A 256-trial MetaSchedule run takes ~7
-minutes on a 2-core machine: the full race (6 workloads x 5 seeds x 3 configurations) takes
-several sittings.
+file as it ends, with the machine, the code revision and the packaged cost model it ran with;
+run the same command again and the runs already in the file for this machine kind (CPU model
+and threads; for `model` and `bo-model` also the same packaged model) are skipped. The
+tables pool only runs of this machine kind. A 256-trial MetaSchedule run takes 3-7 minutes on
+a 2-core machine: the full race (6 workloads x 5 seeds x 3 configurations) takes several
+sittings.
 
     .venv/bin/python benchmarks/vs_metaschedule.py --seeds 5 --trials 256 --runs FILE.jsonl [--out FILE]
         [--workloads gemm-1024 ...] [--our-trials 256]
@@ -55,6 +56,9 @@ HELD_OUT = ("gemm:M=200,N=768,K=768", "gpt_block:fused_matmul_add1",
             "mobilenet_v2:fused_conv2d7_subtract5_divide5_multiply5_add5_maximum3_minimum31",
             "conv1d:M=8192,N=96", "coverage.convnext:fused_conv2d1_add_transpose11")
 CONFIGS = ("metaschedule@sketch", "model@sketch", "evolutionary@sketch")
+# the strategies that start from the packaged cost model: a run of one is pooled only with runs
+# made with the same packaged model (retrained, it is another tuner)
+PRIMED = ("model", "bo-model")
 BUDGETS = (16, 32, 64, 128, 256)
 
 
@@ -84,7 +88,17 @@ def run(name: str, config: str, trials: int, seed: int) -> dict:
     else:
         walls = [min(t for done, t in stamps.items() if done > i) for i in range(len(latencies))]
     return {"workload": name, "config": config, "seed": seed, "trials": trials, "machine": machine_kind(),
-            "revision": revision(), "latencies": latencies, "walls": walls}
+            "revision": revision(), "prior": packaged_model(), "latencies": latencies, "walls": walls}
+
+
+def packaged_model() -> str:
+    """Which packaged cost model a run started from: its file's digest."""
+    import hashlib
+
+    from tensortune.costmodel.model import PRETRAINED
+
+    path = PRETRAINED / "llvm.ubj"
+    return hashlib.sha1(path.read_bytes()).hexdigest()[:12] if path.exists() else "none"
 
 
 def machine_kind() -> str:
@@ -103,11 +117,14 @@ def load_runs(path: str | None) -> list[dict]:
 
 
 def recorded(runs: list[dict], name: str, config: str, seed: int, trials: int) -> dict | None:
-    """A run of `config` on `name` with `seed` and at least `trials` on this machine kind, cut to
-    `trials`; None if there is none."""
+    """A run of `config` on `name` with `seed` and at least `trials` on this machine kind (and,
+    for a strategy in PRIMED, with this packaged cost model), cut to `trials`; None if there is none."""
     kind = machine_kind()
+    prior = packaged_model() if config.split("@")[0].split(":")[0] in PRIMED else None
     for r in runs:
-        if (r["workload"], r["config"], r["seed"], r["machine"]) == (name, config, seed, kind) and r["trials"] >= trials:
+        same_prior = prior is None or r.get("prior") == prior
+        if (r["workload"], r["config"], r["seed"], r["machine"]) == (name, config, seed, kind) and same_prior \
+                and r["trials"] >= trials:
             return {**r, "trials": trials, "latencies": r["latencies"][:trials], "walls": r["walls"][:trials]}
     return None
 

@@ -37,6 +37,26 @@ def test_the_race_appends_each_run_as_it_ends_and_resumes_without_running_it_aga
         race.compare(WORKLOAD, [CONFIG], {CONFIG: 16}, 1, str(runs))
 
 
+def test_a_run_primed_by_the_packaged_model_is_pooled_only_with_runs_primed_by_the_same_one():
+    """A `model` run made with another packaged cost model (retrained since) is another tuner's
+    run: it is run again; a run of a strategy that does not read the model is pooled whatever
+    model was packaged when it ran."""
+    run = {"workload": WORKLOAD, "seed": 1, "trials": 16, "machine": race.machine_kind(),
+           "latencies": [1e-3] * 16, "walls": [0.1] * 16, "prior": "an older model"}
+    runs = [{**run, "config": "model@sketch"}, {**run, "config": CONFIG}]
+    assert race.recorded(runs, WORKLOAD, "model@sketch", 1, 16) is None
+    assert race.recorded(runs, WORKLOAD, CONFIG, 1, 16) is not None
+    runs.append({**run, "config": "model@sketch", "prior": race.packaged_model()})
+    assert race.recorded(runs, WORKLOAD, "model@sketch", 1, 16)["prior"] == race.packaged_model()
+
+
+def test_the_race_refuses_a_workload_the_packaged_model_learned_from_unless_told_it_was_seen():
+    seen = "gemm:M=256,N=256,K=256"  # a leaderboard table, in the packaged model's training
+    with pytest.raises(SystemExit, match=f"trained on {seen}"):
+        race.held_out_check([seen, race.HELD_OUT[0]], allow_seen=False)
+    assert race.held_out_check([seen, race.HELD_OUT[0]], allow_seen=True) == {seen}
+
+
 def test_the_corpus_grows_a_kernel_table_to_its_points_once_and_resumes_where_it_stopped(tmp_path):
     import grow_corpus
 
