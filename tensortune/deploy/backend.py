@@ -181,8 +181,9 @@ def _tag_guarded(compiled: Callable) -> Callable:
     returns and before the frame first runs, so the setting is made now and the user's own
     restored at the first call. The weights are frozen into the build already, so a tensor
     changed in place without its module's dictionary changing goes unseen either way. Without
-    it, MobileNetV2's 263 parameter checks after each call's work had pushed them out of the
-    caches cost about a tenth of its tuned build's time (benchmarks/dynamo_cost.py)."""
+    it, checking MobileNetV2's 263 parameters one by one, after each call's work had pushed
+    them out of the caches, was most of what dynamo added to its tuned build (a perf profile;
+    benchmarks/dynamo_cost.py measures what dynamo adds)."""
     import torch._dynamo.config as dynamo
 
     users = dynamo.use_recursive_dict_tags_for_guards

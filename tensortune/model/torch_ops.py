@@ -68,6 +68,24 @@ def _torch_calls() -> dict:
     its attention and model/onednn.py's fused layers."""
     import torch
 
+    # rest: o's shape, the masks if any, then how q, k, v and the output are viewed (model/attention.py;
+    # models exported before the views have none)
+    def attention(q, k, v, transposed, scale, rank, *rest):
+        shape, views = [int(d) for d in rest[:rank]], [r for r in rest[rank:] if isinstance(r, str)] or [""] * 4
+        masks = [m for m in rest[rank:] if not isinstance(m, str)]
+        q, k, v = (_viewed(x, program) for x, program in zip((q, k, v), views))
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k.transpose(-2, -1) if transposed else k, v,
+            attn_mask=functools.reduce(torch.add, masks) if masks else None, scale=scale)
+        return _viewed(out.reshape(shape), views[3]).contiguous()
+
+    return {**_plain_calls(), ATTENTION: attention, **{FUSED[name]: getattr(onednn, name) for name in FUSED}}
+
+
+def _plain_calls() -> dict:
+    """PLAIN's packed functions: each runs one of torch's operators as it is."""
+    import torch
+
     # models exported before the fused calls call it
     def conv2d(x, w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups):
         out = torch.nn.functional.conv2d(x, w, None, (stride_h, stride_w),
@@ -79,17 +97,6 @@ def _torch_calls() -> dict:
 
     def matmul(a, b):
         return torch.matmul(a, b).contiguous()
-
-    # rest: o's shape, the masks if any, then how q, k, v and the output are viewed (model/attention.py;
-    # models exported before the views have none)
-    def attention(q, k, v, transposed, scale, rank, *rest):
-        shape, views = [int(d) for d in rest[:rank]], [r for r in rest[rank:] if isinstance(r, str)] or [""] * 4
-        masks = [m for m in rest[rank:] if not isinstance(m, str)]
-        q, k, v = (_viewed(x, program) for x, program in zip((q, k, v), views))
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q, k.transpose(-2, -1) if transposed else k, v,
-            attn_mask=functools.reduce(torch.add, masks) if masks else None, scale=scale)
-        return _viewed(out.reshape(shape), views[3]).contiguous()
 
     def layer_norm(x, gamma, beta, axes, epsilon):
         return torch.nn.functional.layer_norm(x, x.shape[-axes:], gamma, beta, epsilon).contiguous()
@@ -104,8 +111,7 @@ def _torch_calls() -> dict:
         return out.permute(0, 2, 3, 1).contiguous()
 
     return {CONV2D: conv2d, CONV1D: conv1d, MATMUL: matmul, LAYER_NORM: layer_norm, GROUP_NORM: group_norm,
-            MAX_POOL2D: max_pool2d, ATTENTION: attention,
-            **{FUSED[name]: getattr(onednn, name) for name in FUSED}}
+            MAX_POOL2D: max_pool2d}
 
 
 def dispatch_to_torch(mod, keep: frozenset[int] = frozenset()) -> tuple[object, list[tuple[int, int]]]:
