@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import corpus  # noqa: E402
 
 from tensortune.costmodel import CostModel  # noqa: E402
-from tensortune.costmodel.model import PRETRAINED  # noqa: E402
+from tensortune.costmodel.model import PRETRAINED, pretrained_path  # noqa: E402
 from tensortune.measure.config import MeasureConfig  # noqa: E402
 from tensortune.target import make_target  # noqa: E402
 
@@ -67,7 +67,7 @@ def main() -> None:
     model = CostModel.train(groups, info | {"machine": corpus.machine(), "command": "benchmarks/pretrain.py",
                                             "date": f"{datetime.now(timezone.utc):%Y-%m-%d}"}, threads=threads)
     PRETRAINED.mkdir(exist_ok=True)
-    path = PRETRAINED / f"{make_target('cpu', threads).kind}.ubj"
+    path = pretrained_path(make_target("cpu", threads).kind)
     model.save(path)
     if stale:
         print(f"left out, their kernel no longer imported as measured: {', '.join(stale)}")

@@ -67,7 +67,7 @@ def run(name: str, config: str, trials: int, seed: int) -> dict:
     strategy's options): its latencies in measurement order and the wall seconds at each trial,
     with what it was and the machine and revision that measured it."""
     named, space = config.split("@")
-    strategy, _, listed = named.partition(":")
+    strategy, listed = strategy_of(config), named.partition(":")[2]
     options = tuple((k, v) for k, _, v in (pair.partition("=") for pair in listed.split(",") if pair))
     target = make_target("cpu", MeasureConfig().threads)
     wl = resolve(name, target)
@@ -91,13 +91,18 @@ def run(name: str, config: str, trials: int, seed: int) -> dict:
             "revision": revision(), "prior": packaged_model(), "latencies": latencies, "walls": walls}
 
 
+def strategy_of(config: str) -> str:
+    """The strategy a configuration (STRATEGY[:OPTIONS]@SPACE) runs."""
+    return config.split("@")[0].partition(":")[0]
+
+
 def packaged_model() -> str:
     """Which packaged cost model a run started from: its file's digest."""
     import hashlib
 
-    from tensortune.costmodel.model import PRETRAINED
+    from tensortune.costmodel.model import pretrained_path
 
-    path = PRETRAINED / "llvm.ubj"
+    path = pretrained_path("llvm")
     return hashlib.sha1(path.read_bytes()).hexdigest()[:12] if path.exists() else "none"
 
 
@@ -120,7 +125,7 @@ def recorded(runs: list[dict], name: str, config: str, seed: int, trials: int) -
     """A run of `config` on `name` with `seed` and at least `trials` on this machine kind (and,
     for a strategy in PRIMED, with this packaged cost model), cut to `trials`; None if there is none."""
     kind = machine_kind()
-    prior = packaged_model() if config.split("@")[0].split(":")[0] in PRIMED else None
+    prior = packaged_model() if strategy_of(config) in PRIMED else None
     for r in runs:
         same_prior = prior is None or r.get("prior") == prior
         if (r["workload"], r["config"], r["seed"], r["machine"]) == (name, config, seed, kind) and same_prior \

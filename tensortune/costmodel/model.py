@@ -82,9 +82,14 @@ class CostModel:
         return cls(booster, json.loads(booster.attr("tensortune") or "{}"))
 
 
+def pretrained_path(kind: str) -> Path:
+    """Where the packaged model for a target kind ('llvm', 'cuda') is kept."""
+    return PRETRAINED / f"{kind}.ubj"
+
+
 def pretrained(kind: str) -> CostModel | None:
     """The packaged model for a target kind ('llvm', 'cuda'), or None if there is none."""
-    path = PRETRAINED / f"{kind}.ubj"
+    path = pretrained_path(kind)
     return CostModel.load(path) if path.exists() else None
 
 
