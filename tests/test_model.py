@@ -677,6 +677,31 @@ def test_every_way_to_run_a_linear_layer_computes_it(attr, residual):
         torch.testing.assert_close(got, expected + other if residual else expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("attr,scalars,residual,in_place", [
+    ("none", [], False, False), ("relu", [], False, False), ("swish", [], False, False),
+    ("hardtanh", [0.0, 6.0], False, False), ("none", [], True, False), ("relu", [], True, True)])
+def test_every_way_to_run_a_convolution_computes_it(attr, scalars, residual, in_place):
+    """The convolution's candidates (oneDNN with the packed weight and its post-ops, eager's
+    conv2d then the residual and activation in place) all give F.conv2d's answer on a
+    channels-last input, grouped and strided: whichever the first call's timing keeps, the
+    layer is right."""
+    from tensortune.model import onednn
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 8, 10, 10).contiguous(memory_format=torch.channels_last)
+    w, b, other = torch.randn(12, 4, 3, 3), torch.randn(12), torch.randn(1, 12, 5, 5)
+    expected = torch.nn.functional.conv2d(x, w, b, 2, 1, 1, 2) + (other if residual else 0)
+    expected = {"none": expected, "relu": expected.relu(), "swish": torch.nn.functional.silu(expected),
+                "hardtanh": expected.clamp(0, 6)}[attr]
+    other = other.contiguous(memory_format=torch.channels_last)
+    candidates = onednn.conv_candidates(w, b, x, (2, 2, 1, 1, 1, 1, 2), attr, scalars, "",
+                                        other if residual else None, in_place)
+    assert len(candidates) == 2
+    for layer in candidates:
+        got = layer(x, other.clone()) if residual else layer(x)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
 def _built_as_one_attention_call(name: str, module, inputs: tuple):
     """`module` imported with torch's operators has exactly one call of torch's attention and no
     softmax kernel left in TVM; its build matches torch. The build."""

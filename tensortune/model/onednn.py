@@ -9,12 +9,13 @@ channels-last output goes back to TVM as the contiguous NHWC tensor it is.
 Each call site carries a number unique to its build (model/torch_ops.py draws it), so a
 weight is packed on the site's first call and reused by every later one; a packed weight is
 oneDNN's opaque tensor, which no TVM tensor can hold, so it lives here, in the process. The
-weight and bias come in already folded (batch norm, bias: model/epilogue.py). A linear layer
-is timed on its first call against eager's composition (torch's `addmm` on the plain weight,
-then its activation or residual add in place) and MKL's packed product, and the fastest kept
-for the site: oneDNN's packed call loses on small layers, MKL's wins on Intel CPUs. Registered by
-model/torch_ops.register with torch's plain operators, which hands them torch tensors (views of
-TVM's, converted by tvm_ffi) and takes torch tensors back.
+weight and bias come in already folded (batch norm, bias: model/epilogue.py). Each layer is
+timed on its first call against eager's composition (torch's `conv2d` or `addmm` on the plain
+weight, then its activation or residual add in place), a linear layer against MKL's packed
+product too, and the fastest kept for the site: oneDNN's packed call loses on small layers,
+MKL's wins on Intel CPUs. Registered by model/torch_ops.register with torch's plain operators,
+which hands them torch tensors (views of TVM's, converted by tvm_ffi) and takes torch tensors
+back.
 """
 from __future__ import annotations
 
@@ -44,13 +45,10 @@ def packed(site: int, prepare):
 def conv2d(x, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, attr, algorithm,
            *scalars):
     """conv2d(x, w) + b on NHWC x, then the unary post-op `attr` ("none" for none)."""
-    import torch
-
     x = _nchw(x)
-    weight, bias, geometry = packed(site, lambda: _conv_site(w, b, x, stride_h, stride_w, pad_h, pad_w, dilation_h,
-                                                              dilation_w, groups))
-    out = torch.ops.mkldnn._convolution_pointwise(x, weight, bias, *geometry, attr, list(scalars), algorithm or None)
-    return _nhwc(out)
+    geometry = (stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups)
+    layer = packed(site, lambda: _fastest(conv_candidates(w, b, x, geometry, attr, list(scalars), algorithm), x))
+    return _nhwc(layer(x))
 
 
 def conv2d_add(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, attr):
@@ -61,27 +59,52 @@ def conv2d_add(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_
 
 
 def conv2d_sum(x, other, w, b, site, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, attr):
-    """conv2d_add computed into `other`, in place (oneDNN's sum post-op, as inductor with
-    freezing runs a residual): for a residual that is a fused call's own output and that no
-    later call reads (model/torch_ops.py: in_place_residuals)."""
+    """conv2d_add computed into `other`, in place where oneDNN's call is the site's fastest
+    (its sum post-op, as inductor with freezing runs a residual): for a residual that is a
+    fused call's own output and that no later call reads (model/torch_ops.py:
+    in_place_residuals)."""
     return _with_residual(True, x, other, w, b, site, (stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w,
                                                        groups), attr)
 
 
-def _with_residual(in_place: bool, x, other, w, b, site, shape: tuple, attr: str):
-    """conv2d(x, w) + b + other, then `attr`, into a new tensor or into `other`."""
+def _with_residual(in_place: bool, x, other, w, b, site, geometry: tuple, attr: str):
+    """conv2d(x, w) + b + other, then `attr`, into a new tensor or into `other`. The
+    candidates are timed on a copy of `other`: an in-place one adds into what it is given."""
+    x, other = _nchw(x), _nchw(other)
+    layer = packed(site, lambda: _fastest(conv_candidates(w, b, x, geometry, attr, [], "", other, in_place),
+                                          x, other.clone()))
+    return _nhwc(layer(x, other))
+
+
+def conv_candidates(w, b, x, geometry: tuple, attr: str, scalars: list, algorithm: str, other=None,
+                    in_place: bool = False) -> list:
+    """Each way to compute the convolution on channels-last `x` (and `other`): oneDNN's call
+    with the packed weight and the post-ops fused, and eager's composition (torch's conv2d on
+    the plain weight, then the residual add and the activation in place). oneDNN's packed call
+    costs about 27 us however small the layer (a 1x1 convolution on 32 channels at 1x1: 27 us
+    against eager's 5 on a Zen 4), and wins on the larger ones."""
     import torch
 
-    x, other = _nchw(x), _nchw(other)
-    weight, bias, geometry = packed(site, lambda: _conv_site(w, b, x, *shape))
+    padding, stride, dilation, groups = shape = _geometry(*geometry)
+    weight = torch.ops.mkldnn._reorder_convolution_weight(w, padding, stride, dilation, groups, list(x.shape))
+    plain = w.contiguous(memory_format=torch.channels_last)
+    activation = _IN_PLACE.get(attr)
+
+    def eager(x):
+        return torch.nn.functional.conv2d(x, plain, b, stride, padding, dilation, groups)
+
+    if other is None:
+        def onednn(x):
+            return torch.ops.mkldnn._convolution_pointwise(x, weight, b, *shape, attr, scalars, algorithm or None)
+
+        return [onednn] if activation is None else [onednn, lambda x: activation(eager(x), algorithm, scalars)]
+    fused = torch.ops.mkldnn._convolution_pointwise_.binary if in_place else torch.ops.mkldnn._convolution_pointwise.binary
     unary = None if attr == "none" else attr
-    if in_place:
-        out = torch.ops.mkldnn._convolution_pointwise_.binary(other, x, weight, bias, *geometry, "add", 1.0, unary, [],
-                                                              None)
-    else:
-        out = torch.ops.mkldnn._convolution_pointwise.binary(x, other, weight, bias, *geometry, "add", 1.0, unary, [],
-                                                             None)
-    return _nhwc(out)
+
+    def onednn_add(x, other):
+        return fused(*((other, x) if in_place else (x, other)), weight, b, *shape, "add", 1.0, unary, [], None)
+
+    return [onednn_add, lambda x, other: activation(eager(x).add_(other), algorithm, scalars)]
 
 
 def linear(x, w, b, site, attr, algorithm, *rest):
@@ -128,7 +151,7 @@ def linear_candidates(w, b, x, attr: str, algorithm: str, scalars: list, other=N
     activation = _IN_PLACE.get(attr)
     if activation is None:  # a post-op eager's composition does not offer
         return [onednn]
-    return [onednn, *(lambda x, product=product: activation(product(x), algorithm) for product in products)]
+    return [onednn, *(lambda x, product=product: activation(product(x), algorithm, scalars) for product in products)]
 
 
 def _products(plain, bias, x) -> list:
@@ -149,14 +172,22 @@ def _fastest(layers: list, *inputs):
     return min(layers, key=lambda layer: _seconds(layer, *inputs))
 
 
-def _gelu_(out, algorithm: str):
+def _gelu_(out, algorithm: str, _scalars: list):
     import torch
 
     return torch.nn.functional.gelu(out, approximate=algorithm or "none")
 
 
-# oneDNN's post-ops that eager's composition offers, applied to addmm's output
-_IN_PLACE = {"none": lambda out, _: out, "relu": lambda out, _: out.relu_(), "gelu": _gelu_}
+def _silu_(out, _algorithm: str, _scalars: list):
+    import torch
+
+    return torch.nn.functional.silu(out, inplace=True)
+
+
+# oneDNN's post-ops (model/epilogue.py: UNARY) as eager runs them on a product's output, in place
+_IN_PLACE = {"none": lambda out, *_: out, "relu": lambda out, *_: out.relu_(), "gelu": _gelu_, "swish": _silu_,
+             "sigmoid": lambda out, *_: out.sigmoid_(), "tanh": lambda out, *_: out.tanh_(),
+             "hardtanh": lambda out, _, scalars: out.clamp_(*scalars)}
 
 
 def _seconds(layer, *inputs, repeats: int = 5) -> float:
@@ -192,16 +223,6 @@ def _nhwc(out):
 def _geometry(stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups) -> tuple:
     """padding, stride, dilation, groups, as oneDNN's calls take them."""
     return [int(pad_h), int(pad_w)], [int(stride_h), int(stride_w)], [int(dilation_h), int(dilation_w)], int(groups)
-
-
-def _conv_site(w, b, x, *geometry) -> tuple:
-    """A convolution site's packed weight, bias and geometry (as oneDNN's calls take it)."""
-    import torch
-
-    padding, stride, dilation, groups = geometry = _geometry(*geometry)
-    weight = torch.ops.mkldnn._reorder_convolution_weight(w, padding, stride, dilation, groups,
-                                                          list(x.shape))
-    return weight, b, geometry
 
 
 def _linear_site(w, b, x) -> tuple:
