@@ -702,6 +702,15 @@ def test_every_way_to_run_a_convolution_computes_it(attr, scalars, residual, in_
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
+def test_every_post_op_the_epilogue_fuses_has_eager_s_in_place_form():
+    """Each unary post-op a fused layer can carry (model/epilogue.py) can also run after eager's
+    product, so no layer is left with oneDNN's call as its only candidate."""
+    from tensortune.model import onednn
+    from tensortune.model.epilogue import UNARY
+
+    assert {attr for attr, _ in UNARY.values()} | {"none", "hardtanh"} <= set(onednn._IN_PLACE)
+
+
 def _built_as_one_attention_call(name: str, module, inputs: tuple):
     """`module` imported with torch's operators has exactly one call of torch's attention and no
     softmax kernel left in TVM; its build matches torch. The build."""

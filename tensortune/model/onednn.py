@@ -81,8 +81,8 @@ def conv_candidates(w, b, x, geometry: tuple, attr: str, scalars: list, algorith
     """Each way to compute the convolution on channels-last `x` (and `other`): oneDNN's call
     with the packed weight and the post-ops fused, and eager's composition (torch's conv2d on
     the plain weight, then the residual add and the activation in place). oneDNN's packed call
-    costs about 27 us however small the layer (a 1x1 convolution on 32 channels at 1x1: 27 us
-    against eager's 5 on a Zen 4), and wins on the larger ones."""
+    has a fixed cost per call that loses on small layers (RegNet's 1x1 convolutions on 1x1 to
+    4x4 maps: coverage-epyc-conv-choice.txt) and wins on the larger ones."""
     import torch
 
     padding, stride, dilation, groups = shape = _geometry(*geometry)
@@ -97,14 +97,19 @@ def conv_candidates(w, b, x, geometry: tuple, attr: str, scalars: list, algorith
         def onednn(x):
             return torch.ops.mkldnn._convolution_pointwise(x, weight, b, *shape, attr, scalars, algorithm or None)
 
-        return [onednn] if activation is None else [onednn, lambda x: activation(eager(x), algorithm, scalars)]
-    fused = torch.ops.mkldnn._convolution_pointwise_.binary if in_place else torch.ops.mkldnn._convolution_pointwise.binary
-    unary = None if attr == "none" else attr
+        def composed(x):
+            return activation(eager(x), algorithm, scalars)
+    else:
+        pointwise = torch.ops.mkldnn._convolution_pointwise_ if in_place else torch.ops.mkldnn._convolution_pointwise
+        unary = None if attr == "none" else attr
 
-    def onednn_add(x, other):
-        return fused(*((other, x) if in_place else (x, other)), weight, b, *shape, "add", 1.0, unary, [], None)
+        def onednn(x, other):
+            return pointwise.binary(*((other, x) if in_place else (x, other)), weight, b, *shape, "add", 1.0, unary, [],
+                                    None)
 
-    return [onednn_add, lambda x, other: activation(eager(x).add_(other), algorithm, scalars)]
+        def composed(x, other):
+            return activation(eager(x).add_(other), algorithm, scalars)
+    return [onednn] if activation is None else [onednn, composed]  # None: a post-op eager's composition lacks
 
 
 def linear(x, w, b, site, attr, algorithm, *rest):
@@ -132,7 +137,8 @@ def _linear_add_layer(w, b, x, other, shape: list):
     """linear_add's layer as a function of its input and residual (in any shape with the
     product's elements), in the output's shape: the fastest of its candidates, timed here, once."""
     rows = x.shape[0]
-    layer = _fastest(linear_candidates(w, b, x, "none", "", [], other.view(rows, -1)), x, other.view(rows, -1))
+    other = other.view(rows, -1)
+    layer = _fastest(linear_candidates(w, b, x, "none", "", [], other), x, other)
     return lambda x, other: layer(x, other.view(rows, -1)).view(shape)
 
 
