@@ -114,6 +114,21 @@ def test_parameters_are_guarded_by_their_modules_tags_in_the_frames_it_compiles_
         assert torch.allclose(fast(x), expected, atol=1e-5) and len(backend.regions) == 1
 
 
+def test_a_graph_autograd_records_runs_in_pytorch_says_so_and_gradients_flow(tmp_path):
+    """TVM's kernels have no gradients: with autograd on, the graph is PyTorch's own."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+    fast, backend = compiled(model, db=str(tmp_path / "t.db"))
+    x = torch.randn(2, 16)
+    with pytest.warns(TensortuneWarning, match="autograd records"):
+        fast(x).sum().backward()
+    assert model[0].weight.grad is not None and not backend.regions
+    expected = model[0].weight.grad.clone()
+    model.zero_grad()
+    model(x).sum().backward()
+    assert torch.allclose(model[0].weight.grad, expected)
+
+
 def test_named_operators_stay_in_torch(tmp_path):
     model, x = with_erfinv()
     fast, backend = compiled(model, db=str(tmp_path / "t.db"), torch_ops=("tanh",))
