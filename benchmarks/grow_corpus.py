@@ -1,5 +1,6 @@
 """Grow the cost model's corpus toward hundreds of kernels: every distinct kernel of the zoo's
-models and of the coverage corpus's (benchmarks/coverage.py), each with POINTS random points of
+models and of the coverage corpus's (benchmarks/coverage.py), and the operator families at
+SHAPES, each with POINTS random points of
 MetaSchedule's sketch space measured on this machine, kept as replay tables (corpus.py's format)
 under benchmarks/corpus/grown/HARDWARE/, one folder per machine class, so that a table never
 mixes machines.
@@ -34,18 +35,28 @@ from tensortune.points import point_key
 from tensortune.space import make_space
 from tensortune.target import make_target
 
-SOURCES = (*ZOO, *(corpus.COVERAGE + name for name in coverage_corpus.MODELS))
+# the operator families at shapes no model above has: transformer GEMMs at other widths and
+# sequence lengths, depthwise convolutions at other maps and kernels, 1D convolutions at other
+# lengths and taps (HELD_OUT's shapes are skipped like any held-out key)
+SHAPES = {
+    "gemm": [f"M={m},N={n},K={k}" for m in (48, 96, 160, 320) for n, k in ((384, 384), (1536, 384), (384, 1536))],
+    "dwconv2d": [f"B=1,C={c},H={h},W={h},K={k}" for c, h in ((48, 40), (96, 20), (192, 10), (384, 12)) for k in (3, 5)],
+    "conv1d": [f"M={m},N={n}" for m in (512, 3000, 6000) for n in (33, 128)],
+}
+SOURCES = (*ZOO, *(corpus.COVERAGE + name for name in coverage_corpus.MODELS), *SHAPES)
 BATCH = 16  # points measured together; the next batch's cutoff is CUTOFF x the best so far
 CUTOFF = 3.0
 
 
 def kernels(sources, target, skip: set[str]):
-    """(task, workload) for each distinct kernel of these models, in order, but those whose key
-    is in `skip`; a model that cannot be imported is said and passed over."""
+    """(task, workload) for each distinct kernel of these models (or operator families, at
+    SHAPES), in order, but those whose key is in `skip`; a model that cannot be imported is said
+    and passed over."""
     seen = set(skip)
     for source in sources:
         try:
-            found = corpus.model_kernels(source, target)
+            found = {shape: corpus.resolve(f"{source}:{shape}", target) for shape in SHAPES[source]} \
+                if source in SHAPES else corpus.model_kernels(source, target)
         except (Exception, SystemExit) as err:  # a model TVM cannot take whole adds nothing here
             print(f"{source}: not imported ({type(err).__name__}: {str(err).splitlines()[0][:120]})", flush=True)
             continue
@@ -101,7 +112,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60, help="start no kernel after this long")
     parser.add_argument("--points", type=int, default=64, help="measured points per kernel")
     parser.add_argument("--models", nargs="+", default=list(SOURCES), choices=list(SOURCES), metavar="MODEL",
-                        help="zoo models and coverage.NAME models (default: all)")
+                        help="zoo models, coverage.NAME models and operator families (default: all)")
     args = parser.parse_args()
     target = make_target("cpu", MeasureConfig().threads)
     tables = corpus.GROWN / target.hardware
