@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 
+from linear_vendors import checked_timings
 from provenance import header, publish
 
 THREADS = len(os.sched_getaffinity(0))
@@ -33,7 +33,6 @@ def timings(cin: int, cout: int, side: int, kernel: int, stride: int, groups: in
     a ReLU after; each result checked against torch's conv2d + relu."""
     import torch
 
-    from tensortune.measure.runner import time_on_cpu
     from tensortune.model.onednn import conv_candidates
 
     torch.manual_seed(0)
@@ -42,13 +41,8 @@ def timings(cin: int, cout: int, side: int, kernel: int, stride: int, groups: in
     pad = kernel // 2
     onednn, composed = conv_candidates(w, b, x, (stride, stride, pad, pad, 1, 1, groups), "relu", [], "")
     expected = torch.nn.functional.conv2d(x, w, b, stride, pad, 1, groups).relu()
-    out = {}
-    with torch.no_grad():
-        for name, call in (("onednn", onednn), ("composed", composed)):
-            if not torch.allclose(call(x), expected, atol=1e-4, rtol=1e-4):
-                raise SystemExit(f"error: {name}'s convolution differs from conv2d's at {cin}x{side}x{side}->{cout}")
-            out[name] = statistics.median(time_on_cpu(lambda: call(x), 7, 0.05))
-    return out
+    return checked_timings({"onednn": lambda: onednn(x), "composed": lambda: composed(x)}, expected,
+                           f"convolution differs from conv2d's at {cin}x{side}x{side}->{cout}")
 
 
 def main() -> None:

@@ -30,8 +30,6 @@ def timings(tokens: int, k: int, n: int) -> dict[str, float]:
     against F.linear's."""
     import torch
 
-    from tensortune.measure.runner import time_on_cpu
-
     torch.manual_seed(0)
     x, w, b = torch.randn(tokens, k), torch.randn(n, k) / k ** 0.5, torch.randn(n)
     onednn_w = torch.ops.mkldnn._reorder_linear_weight(w, tokens)
@@ -39,12 +37,21 @@ def timings(tokens: int, k: int, n: int) -> dict[str, float]:
     calls = {"plain": lambda: torch.nn.functional.linear(x, w, b),
              "onednn": lambda: torch.ops.mkldnn._linear_pointwise(x, onednn_w, b, "none", [], ""),
              "mkl": lambda: torch.ops.mkl._mkl_linear(x, mkl_w, w, b, tokens)}
-    expected = calls["plain"]()
+    return checked_timings(calls, calls["plain"](), f"linear differs from F.linear's at {tokens}x{k}x{n}")
+
+
+def checked_timings(calls: dict, expected, differs: str) -> dict[str, float]:
+    """Median seconds per call of each of `calls` (name -> no-argument call), each result first
+    checked against `expected`; one that differs ends the run with "error: NAME's DIFFERS"."""
+    import torch
+
+    from tensortune.measure.runner import time_on_cpu
+
     out = {}
     with torch.no_grad():
         for name, call in calls.items():
             if not torch.allclose(call(), expected, atol=1e-4, rtol=1e-4):
-                raise SystemExit(f"error: {name}'s linear differs from F.linear's at {tokens}x{k}x{n}")
+                raise SystemExit(f"error: {name}'s {differs}")
             out[name] = statistics.median(time_on_cpu(call, 7, 0.05))
     return out
 
