@@ -31,14 +31,15 @@ demo: $(STAMP)
 	$(BIN)/tensortune tune conv1d-1024 --trials 64 --db tensortune.db
 
 # two pytest workers, a test file each at a time (a file's module fixtures, such as the one
-# local Ray cluster, run once): most of a test's time is one core compiling or importing TVM,
-# and timings of kernels take the cores in turn across processes (measure/cores.py), so two
-# files at once cut the suite from ~10.5 to ~9 minutes on the 2-core CI runner then (12.4 minutes on
-# a 2-core AMD EPYC on 2026-12-07, 894 s on CI, as tests were added). No test depends on which
-# of two timings wins (the timings that choose a build are injected), so none needs the machine
-# to itself.
+# local Ray cluster, run once), the longest files first (tests/conftest.py: LONGEST_FIRST, taken
+# in that order with --no-loadscope-reorder; xdist would otherwise start the files with most
+# tests first and leave the Ray cluster's file to run alone at the end). Each worker's kernel
+# timings take turns with its own processes only (tests/conftest.py gives each its own lock,
+# measure/cores.py): no test depends on which of two timings wins (the timings that choose a
+# build are injected), so none needs the machine to itself. On a 2-core AMD EPYC on 2026-12-07:
+# 630 s with one lock for both workers and xdist's order, 514 s so (a third worker: no faster).
 PYTEST := $(BIN)/python -m pytest
-PARALLEL := -n 2 --dist loadfile
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP) browser
 	$(PYTEST) $(PARALLEL)

@@ -34,11 +34,11 @@ def _records(db_path: str) -> dict:
         db.close()
 
 
-def hanging_then_node_lost(cluster, address: str, node) -> tuple[dict, dict]:
+def hanging_then_node_lost(cluster, address: str, node) -> tuple[dict, dict, object]:
     """On one evaluator (its actors cost a TVM import each): first a kernel that hangs, among
     correct ones, costs itself only; then a device node removed while a round runs: nothing
     finished is lost, its jobs go to the device left, every point is answered once; a node
-    that joins is used from the next round."""
+    that joins is used from the next round. Returns the findings and the node that joined."""
     from mutants import MutantSpace
 
     target = make_target("cpu", 1)
@@ -62,11 +62,11 @@ def hanging_then_node_lost(cluster, address: str, node) -> tuple[dict, dict]:
         results = evaluator.measure(space, [{"kernel": "naive"}] * 24)  # ~4 s on two devices
         killer.join()
         after = len(evaluator.devices)
-        cluster.add_node(num_cpus=1, resources={DEVICE + "fake-a": 1})  # a device node joins mid-run
+        joining = cluster.add_node(num_cpus=1, resources={DEVICE + "fake-a": 1})  # a device node joins mid-run
         cluster.wait_for_nodes()
         joined = evaluator.measure(space, [{"kernel": "naive"}] * 4)
         return hanging, {"devices_before": devices, "devices_after": after, "devices_joined": len(evaluator.devices),
-                         "statuses": [r.status.value for r in results + joined], "lost": evaluator.lost}
+                         "statuses": [r.status.value for r in results + joined], "lost": evaluator.lost}, joining
 
 
 def two_classes(address: str, tmp: str) -> dict:
@@ -120,7 +120,8 @@ def main(out: str) -> None:
     cluster.wait_for_nodes()
     found = {}
     with tempfile.TemporaryDirectory() as tmp:
-        found["hanging"], found["node_lost"] = hanging_then_node_lost(cluster, cluster.address, second)
+        found["hanging"], found["node_lost"], joined = hanging_then_node_lost(cluster, cluster.address, second)
+        cluster.remove_node(joined)  # one device of each class: fewer actors, each importing TVM, to start
         cluster.add_node(num_cpus=1, resources={DEVICE + "fake-b": 1})
         cluster.wait_for_nodes()
         found["two_classes"] = two_classes(cluster.address, tmp)

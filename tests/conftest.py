@@ -1,8 +1,21 @@
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("TVM_NUM_THREADS", "2")
+# each pytest worker's timings take turns on the cores with its own processes only (measure/cores.py):
+# with one lock for both workers, a timing in one stopped the other's builds, and the suite ran
+# about 40% of its time on one core. No test depends on a timing's value, only on its being made.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+os.environ.setdefault("TENSORTUNE_CORES_LOCK", os.path.join(tempfile.gettempdir(), f"tensortune-cores-{WORKER}.lock"))
+
+# the files that take longest, longest first (seconds on a 2-core AMD EPYC, 2026-12-07): the
+# Makefile's workers take files in collection order (--no-loadscope-reorder), so these start
+# first and no worker is left running one alone at the end (test_cluster.py last cost 100 s)
+LONGEST_FIRST = ["test_cluster.py",  # 132, mostly a local Ray cluster starting actors
+                 "test_backend.py", "test_model.py", "test_strategies.py", "test_sketch.py",
+                 "test_tensor_cores.py", "test_batch.py", "test_cli.py"]
 
 SMALL = {  # small shapes, with 1s, primes and non-powers of two
     "gemm": [(1, 1, 1), (7, 13, 5), (16, 24, 12), (33, 17, 64)],
@@ -57,3 +70,12 @@ def in_process_cli(capsys, monkeypatch):
         return code, captured.out, captured.err
 
     return run
+
+
+def pytest_collection_modifyitems(items):
+    """LONGEST_FIRST's files first, in its order; the rest after them, as collected."""
+    def rank(item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)

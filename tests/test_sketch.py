@@ -128,7 +128,7 @@ def test_metaschedule_resumes_from_its_own_records_and_never_stores_a_trace_twic
     db = str(tmp_path / "t.db")
     wl, target = get_workload("gemm", "16,16,16"), make_target("cpu", 2)
     task = Task(wl.key, target.name, target.hardware, "metaschedule-trace")
-    metaschedule.run_metaschedule(wl, target, 4, 2, metaschedule.work_dir(db, task), seed=0)
+    metaschedule.run_metaschedule(wl, target, 2, 2, metaschedule.work_dir(db, task), seed=0)
     traces = metaschedule.recorded_traces(metaschedule.work_dir(db, task))
     args = ("tune", "gemm", "--shape", "16,16,16", "--strategy", "metaschedule", "--trials", str(len(traces)),
             "--no-baselines", "--db", db, "--json")
