@@ -37,7 +37,8 @@ demo: $(STAMP)
 # timings take turns with its own processes only (tests/conftest.py gives each its own lock,
 # measure/cores.py): no test depends on which of two timings wins (the timings that choose a
 # build are injected), so none needs the machine to itself. On a 2-core AMD EPYC on 2026-12-07:
-# 630 s with one lock for both workers and xdist's order, 514 s so (a third worker: no faster).
+# 630 s with one lock for both workers and xdist's order, 514 s so (a third worker: no faster);
+# 511 s in a fresh clone (fresh-check) once the Ray and MetaSchedule tests were trimmed.
 PYTEST := $(BIN)/python -m pytest
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 

@@ -5,8 +5,8 @@ import pytest
 
 os.environ.setdefault("TVM_NUM_THREADS", "2")
 # each pytest worker's timings take turns on the cores with its own processes only (measure/cores.py):
-# with one lock for both workers, a timing in one stopped the other's builds, and the suite ran
-# about 40% of its time on one core. No test depends on a timing's value, only on its being made.
+# with one lock for both workers, a timing in one stopped the other's builds (the suite took 630 s
+# so, 527 s with a lock each, 2-core AMD EPYC). No test depends on a timing's value, only on its being made.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 os.environ.setdefault("TENSORTUNE_CORES_LOCK", os.path.join(tempfile.gettempdir(), f"tensortune-cores-{WORKER}.lock"))
 
