@@ -19,7 +19,9 @@ Per model, in a process of its own, timed in turn (interleaved rounds, medians):
   database), called directly with dynamo's inputs; ours compiled: the module through
   `torch.compile` with that backend.
 "dynamo" is compiled minus graph: what any backend's build pays on top of its own graph; "on
-ours" the same for tensortune's backend (ours compiled minus ours direct).
+ours" the same for tensortune's backend (ours compiled minus ours direct). "guards": the check
+of dynamo's guards for ours' frame alone, timed right after a call of ours direct (as a call
+finds the caches) and, "warm", right after another check.
 The guards read each parameter's tensor and the modules' dictionaries after the graph's work
 has pushed them out of the caches; the floor, with no work between calls, does not see that.
 
@@ -86,7 +88,28 @@ def measure(name: str) -> dict:
         for _ in range(ROUNDS):
             for key, call in calls.items():
                 times[key].append(_seconds(call))
+        times.update(_guard_seconds(ours._orig_mod, inputs, calls["ours direct"]))
     return {"model": name, "graph_inputs": len(graph_inputs), **{k: statistics.median(v) for k, v in times.items()}}
+
+
+def _guard_seconds(module, inputs, call, repeats: int = 30) -> dict[str, list[float]]:
+    """Seconds of one check of dynamo's guards for `module`'s compiled frame: right after
+    `call()` ("guards") and right after another check ("guards warm")."""
+    import inspect
+
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    frame = {"self": module, **dict(zip(list(inspect.signature(module.forward).parameters), inputs))}
+    entries = _debug_get_cache_entry_list(type(module).forward.__code__)
+    guards = next(e.guard_manager for e in entries if e.guard_manager.check(frame))  # this module's entry
+    times = {"guards": [], "guards warm": []}
+    for _ in range(repeats):
+        for key in times:
+            call() if key == "guards" else guards.check(frame)
+            start = time.perf_counter()
+            guards.check(frame)
+            times[key].append(time.perf_counter() - start)
+    return times
 
 
 def _unguarded(compiled, inputs):
@@ -110,14 +133,15 @@ def table(rows: list[dict], head: list[str]) -> str:
                     "dynamo = compiled - graph" % (ROUNDS, ROUND_S), "",
                     f"{'model':14}{'inputs':>7}{'eager ms':>10}{'graph ms':>10}{'compiled':>10}{'unguarded':>10}"
                     f"{'free t.':>10}{'floor ms':>10}{'dynamo ms':>11}{'of graph':>10}"
-                    f"{'ours dir':>10}{'ours com':>10}{'on ours':>9}{'of ours':>9}"]
+                    f"{'ours dir':>10}{'ours com':>10}{'on ours':>9}{'of ours':>9}{'guards ms':>10}{'warm ms':>9}"]
     for r in rows:
         dynamo, on_ours = r["compiled"] - r["graph"], r["ours compiled"] - r["ours direct"]
         lines.append(f"{r['model']:14}{r['graph_inputs']:>7}{r['eager'] * 1e3:>10.3f}{r['graph'] * 1e3:>10.3f}"
                      f"{r['compiled'] * 1e3:>10.3f}{r['unguarded'] * 1e3:>10.3f}{r['free tensors'] * 1e3:>10.3f}"
                      f"{r['floor'] * 1e3:>10.3f}{dynamo * 1e3:>11.3f}{dynamo / r['graph']:>10.1%}"
                      f"{r['ours direct'] * 1e3:>10.3f}{r['ours compiled'] * 1e3:>10.3f}"
-                     f"{on_ours * 1e3:>9.3f}{on_ours / r['ours direct']:>9.1%}")
+                     f"{on_ours * 1e3:>9.3f}{on_ours / r['ours direct']:>9.1%}"
+                     f"{r['guards'] * 1e3:>10.3f}{r['guards warm'] * 1e3:>9.3f}")
     return "\n".join(lines)
 
 
