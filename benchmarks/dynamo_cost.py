@@ -94,21 +94,19 @@ def measure(name: str) -> dict:
 
 def _guard_seconds(module, inputs, call, repeats: int = 30) -> dict[str, list[float]]:
     """Seconds of one check of dynamo's guards for `module`'s compiled frame: right after
-    `call()` ("guards") and right after another check ("guards warm")."""
+    `call()` ("guards": the caches as a call of the model leaves them) and right after another
+    check ("guards warm")."""
     import inspect
 
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-    frame = {"self": module, **dict(zip(list(inspect.signature(module.forward).parameters), inputs))}
+    frame = {"self": module, **dict(zip(inspect.signature(module.forward).parameters, inputs))}
     entries = _debug_get_cache_entry_list(type(module).forward.__code__)
     guards = next(e.guard_manager for e in entries if e.guard_manager.check(frame))  # this module's entry
     times = {"guards": [], "guards warm": []}
     for _ in range(repeats):
-        for key in times:
-            if key == "guards":
-                call()  # the caches as a call of the model leaves them
-            else:
-                guards.check(frame)
+        for key, before in (("guards", call), ("guards warm", lambda: guards.check(frame))):
+            before()
             start = time.perf_counter()
             guards.check(frame)
             times[key].append(time.perf_counter() - start)
